@@ -1,0 +1,644 @@
+"""The ddtree-deploy agent: run by the host's own python, stdlib only, one file.
+
+The controller sends this source plus one JSON request on stdin; the agent runs the
+request's ops in order, stops at the first failed op, and prints one JSON answer between
+sentinel lines (so login-shell noise cannot be mistaken for protocol). Every write is
+temp file + fsync + os.replace, and SIGHUP is ignored so an install completes even when
+the SSH channel drops mid-call. This module is also imported by the controller for
+`apply_unified_diff`, so the lock and the host compute results with the same code.
+"""
+
+import base64
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+AGENT_VERSION = 1
+BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
+END = "<<<DDTREE-AGENT-END>>>"
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+class OpFailed(Exception):
+    """An expected failure of one op; `code` is machine-readable, data travels back."""
+
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code, self.data = code, data or {}
+
+
+# --- pure helpers (also used by the controller) -------------------------------------
+
+
+def sha256_bytes(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path):
+    try:
+        with open(path, "rb") as fh:
+            return sha256_bytes(fh.read())
+    except FileNotFoundError:
+        return None
+
+
+def apply_unified_diff(base_text, diff_text):
+    """Apply a one-file unified diff exactly: no fuzz, no offset; raises ValueError."""
+    old = base_text.splitlines(keepends=True)
+    out, pos, lines, i = [], 0, diff_text.splitlines(keepends=True), 0
+    while i < len(lines) and not lines[i].startswith("@@"):
+        i += 1
+    if i == len(lines):
+        raise ValueError("diff has no hunks")
+    while i < len(lines):
+        match = _HUNK.match(lines[i])
+        if not match:
+            raise ValueError(f"diff line {i + 1}: expected a hunk header, got {lines[i]!r}")
+        start = int(match.group(1)) - (0 if match.group(2) == "0" else 1)
+        if start < pos:
+            raise ValueError(f"diff line {i + 1}: hunks overlap or are out of order")
+        out.extend(old[pos:start])
+        pos, i = start, i + 1
+        prev = ""
+        while i < len(lines) and not lines[i].startswith("@@"):
+            line = lines[i]
+            tag, body = line[:1], line[1:]
+            if tag == "\\":  # "\ No newline at end of file" applies to the previous line
+                if prev in (" ", "+") and out:
+                    out[-1] = out[-1].rstrip("\r\n")
+            elif tag in (" ", "-"):
+                if pos >= len(old) or old[pos].rstrip("\r\n") != body.rstrip("\r\n"):
+                    got = old[pos] if pos < len(old) else "<end of file>"
+                    raise ValueError(
+                        f"does not apply at base line {pos + 1}: expected {body.rstrip()!r}, "
+                        f"found {got.rstrip()!r}"
+                    )
+                if tag == " ":
+                    out.append(old[pos])
+                pos += 1
+            elif tag == "+":
+                out.append(body if body.endswith("\n") else body + "\n")
+            elif line.strip():
+                raise ValueError(f"diff line {i + 1}: unexpected {line.rstrip()!r}")
+            prev = tag
+            i += 1
+    out.extend(old[pos:])
+    return "".join(out)
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# --- durable file primitives ----------------------------------------------------------
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, data, mode=0o644):
+    """Write bytes to a temp file in the same directory, fsync, then os.replace."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ddtree-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def append_line(path, record):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def clear_pycache(path):
+    """Remove cached bytecode of one module so Python cannot run a stale .pyc."""
+    directory, name = os.path.split(path)
+    stem = name[:-3] if name.endswith(".py") else name
+    cache = os.path.join(directory, "__pycache__")
+    removed = []
+    if os.path.isdir(cache):
+        for entry in os.listdir(cache):
+            if entry.startswith(stem + ".") and entry.endswith((".pyc", ".pyo")):
+                os.unlink(os.path.join(cache, entry))
+                removed.append(entry)
+    return removed
+
+
+def _safe_join(root, rel):
+    """root/rel, refusing absolute paths, `..`, and symlinks that lead outside root."""
+    if rel.startswith("/") or ".." in rel.split("/") or "\x00" in rel:
+        raise OpFailed("unsafe_path", f"refusing path {rel!r}")
+    full = os.path.join(root, rel)
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([os.path.realpath(full), real_root]) != real_root:
+        raise OpFailed("unsafe_path", f"{rel!r} resolves outside {root} (symlink?)")
+    return full
+
+
+# --- host state ----------------------------------------------------------------------
+
+
+class Ctx:
+    """What every op may read: the request and derived state-dir paths."""
+
+    def __init__(self, request):
+        self.request = request
+        self.state_dir = request["state_dir"]
+        self.lock_path = os.path.join(self.state_dir, "lock")
+        self.journal_path = os.path.join(self.state_dir, "journal.jsonl")
+        self.backups_dir = os.path.join(self.state_dir, "backups")
+
+    def ensure_state_dir(self):
+        os.makedirs(self.backups_dir, mode=0o700, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        os.chmod(self.backups_dir, 0o700)
+
+
+def read_journal(ctx):
+    entries = []
+    try:
+        with open(ctx.journal_path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    try:
+                        entries.append(json.loads(line))
+                    except ValueError:
+                        entries.append({"state": "corrupt", "raw": line[:200]})
+    except FileNotFoundError:
+        pass
+    return entries
+
+
+def deploy_states(entries):
+    """deploy_id -> its latest journal entry, in first-seen order."""
+    latest = {}
+    for entry in entries:
+        if "deploy_id" in entry:
+            latest.pop(entry["deploy_id"], None)
+            latest[entry["deploy_id"]] = entry
+    return latest
+
+
+def read_lock(ctx):
+    try:
+        with open(ctx.lock_path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {"holder": "unreadable lock file", "expires_epoch": 0}
+
+
+def find_distribution(name):
+    import importlib.metadata as md
+
+    try:
+        return md.distribution(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+# --- ops -----------------------------------------------------------------------------
+
+
+def op_facts(ctx, args):
+    """Python, installed package version, hashes of given paths, disk, GPUs, lock, journal."""
+    dist = find_distribution(args.get("package", "sglang"))
+    site = str(dist.locate_file("")) if dist else None
+    record = {}
+    if dist and dist.files:
+        wanted = set(args.get("paths", []))
+        for f in dist.files:
+            if str(f) in wanted and f.hash:
+                raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+                record[str(f)] = raw.hex()
+    files = {}
+    for rel in args.get("paths", []):
+        full = _safe_join(site, rel) if site else None
+        files[rel] = {
+            "sha256": sha256_file(full) if full else None,
+            "record_sha256": record.get(rel),
+        }
+    probe = ctx.state_dir
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe) or "/"
+    entries = read_journal(ctx)
+    pending = [d for d in deploy_states(entries).values() if d.get("state") == "installing"]
+    return {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "hostname": os.uname().nodename,
+        "site_packages": site,
+        "package_version": dist.version if dist else None,
+        "files": files,
+        "state_dir_free_bytes": shutil.disk_usage(probe).free,
+        "gpus": _gpus(),
+        "lock": read_lock(ctx),
+        "journal_tail": entries[-int(args.get("journal_lines", 5)) :],
+        "pending": pending,
+        "backups": _list_backups(ctx),
+    }
+
+
+def _gpus():
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU")]
+
+
+def op_lock_acquire(ctx, args):
+    """Create the lock atomically (O_EXCL); an expired or --break-lock'd one is replaced."""
+    ctx.ensure_state_dir()
+    now = time.time()
+    record = {
+        "run_id": args["run_id"],
+        "holder": args["holder"],
+        "pid": args.get("pid"),
+        "started": _now(),
+        "expires_epoch": now + float(args.get("ttl_s", 3600)),
+    }
+    for _ in range(2):
+        try:
+            fd = os.open(ctx.lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            held = read_lock(ctx) or {}
+            if held.get("run_id") == args["run_id"]:
+                return {"lock": held, "reentered": True}
+            if args.get("break_lock") or held.get("expires_epoch", 0) < now:
+                os.unlink(ctx.lock_path)
+                record["replaced"] = held
+                continue
+            raise OpFailed(
+                "locked", f"host locked by {held.get('holder')}", {"lock": held}
+            ) from None
+        with os.fdopen(fd, "w") as fh:
+            json.dump(record, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return {"lock": record}
+    raise OpFailed("locked", "lock contended", {"lock": read_lock(ctx)})
+
+
+def op_lock_release(ctx, args):
+    held = read_lock(ctx)
+    if held and held.get("run_id") == args["run_id"]:
+        os.unlink(ctx.lock_path)
+        return {"released": True}
+    return {"released": False, "lock": held}
+
+
+def op_journal(ctx, args):
+    ctx.ensure_state_dir()
+    entry = dict(args["entry"], ts=_now())
+    append_line(ctx.journal_path, entry)
+    return {"entry": entry}
+
+
+def op_backup(ctx, args):
+    """Copy originals (or note their absence) under backups/<deploy-id>, then verify."""
+    ctx.ensure_state_dir()
+    site, deploy_id = args["site_packages"], args["deploy_id"]
+    root = os.path.join(ctx.backups_dir, deploy_id)
+    os.makedirs(os.path.join(root, "files"), mode=0o700)
+    manifest = {
+        "deploy_id": deploy_id,
+        "created": _now(),
+        "site_packages": site,
+        "patchset": args.get("patchset"),
+        "files": {},
+    }
+    for rel in args["paths"]:
+        full = _safe_join(site, rel)
+        if not os.path.exists(full):
+            manifest["files"][rel] = {"existed": False}
+            continue
+        with open(full, "rb") as fh:
+            data = fh.read()
+        write_atomic(os.path.join(root, "files", rel), data, 0o600)
+        mode = os.stat(full).st_mode & 0o7777
+        manifest["files"][rel] = {"existed": True, "sha256": sha256_bytes(data), "mode": mode}
+    write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest).encode(), 0o600)
+    _verify_backup(root, manifest)
+    return {"backup": root, "files": len(manifest["files"])}
+
+
+def _verify_backup(root, manifest):
+    for rel, info in manifest["files"].items():
+        if info["existed"] and sha256_file(os.path.join(root, "files", rel)) != info["sha256"]:
+            raise OpFailed("backup_corrupt", f"backup copy of {rel} does not match its manifest")
+
+
+def op_install(ctx, args):
+    """Compute every new file, check it against the lock, then replace files atomically."""
+    site, planned = args["site_packages"], []
+    for spec in args["files"]:
+        full = _safe_join(site, spec["path"])
+        current = sha256_file(full)
+        if current != spec.get("base_sha256"):
+            raise OpFailed("drift", f"{spec['path']}: base changed since preflight")
+        if "diff" in spec:
+            with open(full, encoding="utf-8", newline="") as fh:
+                base_text = fh.read()
+            try:
+                data = apply_unified_diff(base_text, spec["diff"]).encode("utf-8")
+            except ValueError as exc:
+                raise OpFailed("patch_failed", f"{spec['path']}: {exc}") from None
+        else:
+            data = base64.b64decode(spec["content_b64"])
+        if sha256_bytes(data) != spec["result_sha256"]:
+            raise OpFailed("result_mismatch", f"{spec['path']}: result sha256 differs from lock")
+        planned.append((full, spec["path"], data))
+    for full, _rel, data in planned:
+        mode = os.stat(full).st_mode & 0o7777 if os.path.exists(full) else 0o644
+        write_atomic(full, data, mode)
+        clear_pycache(full)
+    wrong = [rel for full, rel, data in planned if sha256_file(full) != sha256_bytes(data)]
+    if wrong:
+        raise OpFailed("verify_failed", "installed files differ from lock", {"files": wrong})
+    return {"installed": [rel for _, rel, _ in planned]}
+
+
+def op_compile(ctx, args):
+    import py_compile
+
+    errors = {}
+    for rel in args["paths"]:
+        full = _safe_join(args["site_packages"], rel)
+        try:
+            py_compile.compile(full, doraise=True)
+        except py_compile.PyCompileError as exc:
+            errors[rel] = str(exc.msg).strip()[-2000:]
+    if errors:
+        raise OpFailed("compile_failed", "py_compile failed: " + ", ".join(errors), errors)
+    return {"compiled": len(args["paths"])}
+
+
+def op_restore(ctx, args):
+    """Put every file of a backup back (or remove it if it did not exist), then verify."""
+    root = os.path.join(ctx.backups_dir, args["deploy_id"])
+    try:
+        with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise OpFailed("no_backup", f"backup {args['deploy_id']} unreadable: {exc}") from None
+    _verify_backup(root, manifest)
+    site, states = manifest["site_packages"], {}
+    for rel, info in manifest["files"].items():
+        full = _safe_join(site, rel)
+        try:
+            if info["existed"]:
+                with open(os.path.join(root, "files", rel), "rb") as fh:
+                    write_atomic(full, fh.read(), info["mode"])
+            elif os.path.exists(full):
+                os.unlink(full)
+            clear_pycache(full)
+            ok = sha256_file(full) == (info["sha256"] if info["existed"] else None)
+            states[rel] = "restored" if ok else "differs from backup"
+        except OSError as exc:
+            states[rel] = f"error: {exc}"
+    bad = {rel: s for rel, s in states.items() if s != "restored"}
+    if bad:
+        raise OpFailed("restore_failed", "some files were not restored", {"files": states})
+    return {"files": states, "backup": root}
+
+
+def _run(argv, timeout_s):
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
+        return done.returncode, (done.stdout + done.stderr)[-4000:]
+    except FileNotFoundError:
+        return 127, f"command not found: {argv[0]}"
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout_s}s: {argv[0]}"
+
+
+def _service_log(service):
+    if service["kind"] == "systemd":
+        return _run(["journalctl", "-u", service["unit"], "-n", "50", "--no-pager"], 30)[1]
+    if service.get("log_file"):
+        try:
+            with open(service["log_file"], encoding="utf-8", errors="replace") as fh:
+                return "".join(fh.readlines()[-50:])
+        except OSError as exc:
+            return f"cannot read {service['log_file']}: {exc}"
+    return ""
+
+
+def op_restart(ctx, args):
+    """Restart the service: systemctl restart + is-active, or stop/start/status argv."""
+    service = args["service"]
+    if service["kind"] == "systemd":
+        steps = [
+            ["systemctl", "restart", service["unit"]],
+            ["systemctl", "is-active", service["unit"]],
+        ]
+    elif service["kind"] == "command":
+        steps = [service["stop"], service["start"]] + (
+            [service["status"]] if service.get("status") else []
+        )
+    else:
+        return {"skipped": True}
+    for argv in steps:
+        rc, output = _run(argv, args.get("timeout_s", 300))
+        if rc != 0:
+            raise OpFailed(
+                "restart_failed",
+                f"{' '.join(argv)} exited {rc}",
+                {"output": output, "log": _service_log(service)},
+            )
+    return {"restarted": True}
+
+
+def op_health(ctx, args):
+    """Poll health_url from the host until HTTP 200 or ready_timeout_s."""
+    service = args["service"]
+    if service["kind"] == "none" and not args.get("force"):
+        return {"skipped": True}
+    deadline = time.monotonic() + float(service["ready_timeout_s"])
+    last, polls = "no answer yet", 0
+    while True:
+        polls += 1
+        try:
+            with urllib.request.urlopen(service["health_url"], timeout=10) as resp:
+                if resp.status == 200:
+                    return {"healthy": True, "polls": polls}
+                last = f"HTTP {resp.status}"
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except (OSError, ValueError) as exc:
+            last = str(getattr(exc, "reason", exc))
+        if time.monotonic() >= deadline:
+            raise OpFailed(
+                "unhealthy",
+                f"{service['health_url']} not ready after "
+                f"{service['ready_timeout_s']}s (last: {last})",
+                {"log": _service_log(service)},
+            )
+        time.sleep(float(service.get("poll_interval_s", 1.0)))
+
+
+def op_smoke(ctx, args):
+    """Run each suite script with this python; each prints one JSON line."""
+    work = os.path.join(ctx.state_dir, "smoke")
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    results = []
+    for suite in args["suites"]:
+        script = os.path.join(work, f"{suite['name']}.py")
+        write_atomic(script, suite["source"].encode(), 0o600)
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                [sys.executable, script],
+                input=json.dumps(suite["input"]),
+                capture_output=True,
+                text=True,
+                timeout=suite.get("timeout_s", 600),
+            )
+            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+            result = json.loads(lines[-1]) if lines else None
+            if not isinstance(result, dict):
+                result = {
+                    "passed": False,
+                    "details": "no JSON result line; stderr: " + done.stderr[-1500:],
+                }
+        except subprocess.TimeoutExpired:
+            result = {"passed": False, "details": f"timed out after {suite.get('timeout_s')}s"}
+        except ValueError as exc:
+            result = {"passed": False, "details": f"unreadable result line: {exc}"}
+        result.setdefault("suite", suite["name"])
+        result.setdefault("duration_s", round(time.monotonic() - started, 3))
+        results.append(result)
+    failed = [r["suite"] for r in results if not r.get("passed") and not r.get("skipped")]
+    if failed:
+        raise OpFailed("smoke_failed", "smoke failed: " + ", ".join(failed), {"suites": results})
+    return {"suites": results}
+
+
+def _list_backups(ctx):
+    found = []
+    if os.path.isdir(ctx.backups_dir):
+        for name in sorted(os.listdir(ctx.backups_dir)):
+            try:
+                with open(os.path.join(ctx.backups_dir, name, "manifest.json")) as fh:
+                    manifest = json.load(fh)
+            except (OSError, ValueError):
+                manifest = {"created": None, "patchset": None, "broken": True}
+            found.append(
+                {
+                    "deploy_id": name,
+                    "created": manifest.get("created"),
+                    "patchset": manifest.get("patchset"),
+                    "broken": manifest.get("broken", False),
+                }
+            )
+    return found
+
+
+def op_prune(ctx, args):
+    """Keep the newest `keep` backups; never one whose deploy is still `installing`."""
+    states = deploy_states(read_journal(ctx))
+    backups = _list_backups(ctx)  # deploy ids sort by time: they start with a UTC stamp
+    removable = [b for b in backups if states.get(b["deploy_id"], {}).get("state") != "installing"]
+    keep = int(args.get("keep", 5))
+    doomed = removable[: max(0, len(removable) - keep)]
+    for b in doomed:
+        shutil.rmtree(os.path.join(ctx.backups_dir, b["deploy_id"]))
+    return {
+        "removed": [b["deploy_id"] for b in doomed],
+        "kept": [b["deploy_id"] for b in backups if b not in doomed],
+    }
+
+
+OPS = {
+    "facts": op_facts,
+    "lock_acquire": op_lock_acquire,
+    "lock_release": op_lock_release,
+    "journal": op_journal,
+    "backup": op_backup,
+    "install": op_install,
+    "compile": op_compile,
+    "restore": op_restore,
+    "restart": op_restart,
+    "health": op_health,
+    "smoke": op_smoke,
+    "prune": op_prune,
+}
+
+
+def handle(request):
+    """Run ops in order; stop at the first failure; errors come back as data."""
+    if request.get("agent_version") != AGENT_VERSION:
+        return {"ok": False, "results": [], "error": "agent version mismatch"}
+    ctx, results = Ctx(request), []
+    for op in request["ops"]:
+        started = time.monotonic()
+        entry = {"op": op["op"], "ok": True, "data": None, "error": None, "code": None}
+        try:
+            entry["data"] = OPS[op["op"]](ctx, op.get("args", {}))
+        except OpFailed as exc:
+            entry.update(ok=False, error=str(exc), code=exc.code, data=exc.data)
+        except Exception as exc:  # noqa: BLE001 - anything else still comes back as data
+            import traceback
+
+            entry.update(
+                ok=False,
+                error=f"{type(exc).__name__}: {exc}",
+                code="exception",
+                data={"traceback": traceback.format_exc()[-3000:]},
+            )
+        entry["duration_s"] = round(time.monotonic() - started, 4)
+        results.append(entry)
+        if not entry["ok"]:
+            break
+    return {"ok": all(r["ok"] for r in results), "results": results}
+
+
+def main():
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # finish the work if the channel drops
+    request = json.loads(sys.stdin.read())
+    answer = json.dumps(handle(request))
+    try:
+        sys.stdout.write(f"{BEGIN}\n{answer}\n{END}\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+if __name__ == "__main__":
+    main()

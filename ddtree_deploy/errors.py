@@ -1,0 +1,42 @@
+"""Our small exception tree; lower libraries' errors are translated into it at the edges.
+
+DeployError
+├── ConfigError          bad input: inventory, patchset, CLI option (exit 2, nothing changed)
+│   ├── InventoryError
+│   └── PatchsetError
+└── TransportError       cannot talk to a host
+    ├── HostKeyError     unknown or changed host key
+    └── AgentError       the remote agent answered something we cannot read
+"""
+
+
+class DeployError(Exception):
+    """Base of every error ddtree-deploy raises on purpose."""
+
+
+class ConfigError(DeployError):
+    """Bad input; raised before any remote I/O."""
+
+
+class InventoryError(ConfigError):
+    """An inventory file is missing, malformed or names unknown hosts/groups."""
+
+
+class PatchsetError(ConfigError):
+    """A patchset is malformed, does not apply, or disagrees with its lock."""
+
+
+class TransportError(DeployError):
+    """A host could not be reached or the connection broke."""
+
+    def __init__(self, host: str, message: str):
+        super().__init__(f"{host}: {message}")
+        self.host = host
+
+
+class HostKeyError(TransportError):
+    """The host's key is unknown or differs from known_hosts; we never add keys silently."""
+
+
+class AgentError(TransportError):
+    """The remote agent's answer was missing or unreadable."""

@@ -1,0 +1,16 @@
+"""Host inventories: models, loading, target selection."""
+
+from ddtree_deploy.inventory.load import default_inventory_path, load_inventory, parse_inventory
+from ddtree_deploy.inventory.models import Host, Inventory, ServiceSpec, SmokeSpec
+from ddtree_deploy.inventory.select import select_hosts
+
+__all__ = [
+    "Host",
+    "Inventory",
+    "ServiceSpec",
+    "SmokeSpec",
+    "default_inventory_path",
+    "load_inventory",
+    "parse_inventory",
+    "select_hosts",
+]

@@ -1,0 +1,95 @@
+"""Read a TOML inventory into models, naming file, host and key in every error."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ddtree_deploy.errors import InventoryError
+from ddtree_deploy.inventory.models import Host, Inventory
+
+ENV_VAR = "DDTREE_DEPLOY_INVENTORY"
+DEFAULT_PATH = "inventories/default.toml"
+_TOP_KEYS = {"defaults", "hosts"}
+_SUBTABLES = ("service", "smoke")
+
+
+def default_inventory_path() -> Path:
+    """`$DDTREE_DEPLOY_INVENTORY`, else inventories/default.toml."""
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH)
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Parse and validate an inventory file; raises InventoryError with one clear line."""
+    if not path.is_file():
+        raise InventoryError(f"{path}: inventory file not found")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InventoryError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise InventoryError(f"{path}: TOML syntax error: {exc}") from exc
+    return parse_inventory(raw, str(path))
+
+
+def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
+    """Validate an already-parsed TOML document (pure; used by tests and load)."""
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise InventoryError(f"{source}: unknown top-level key {unknown[0]!r}")
+    defaults = raw.get("defaults", {})
+    hosts_raw = raw.get("hosts", {})
+    if not isinstance(defaults, dict):
+        raise InventoryError(f"{source}: [defaults] must be a table")
+    if not isinstance(hosts_raw, dict) or not hosts_raw:
+        raise InventoryError(f"{source}: no [hosts.NAME] tables")
+    if "address" in defaults or "name" in defaults:
+        raise InventoryError(f"{source}: [defaults] may not set 'address' or 'name'")
+    hosts: dict[str, Host] = {}
+    for name, table in hosts_raw.items():
+        if not isinstance(table, dict):
+            raise InventoryError(f"{source}: hosts.{name} must be a table")
+        hosts[name] = _build_host(name, _merge(defaults, table), source)
+    _check_unique_addresses(hosts, source)
+    return Inventory(source=source, hosts=hosts)
+
+
+def _merge(defaults: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
+    merged = {**defaults, **table}
+    for sub in _SUBTABLES:
+        if isinstance(defaults.get(sub), dict) and isinstance(table.get(sub), dict):
+            merged[sub] = {**defaults[sub], **table[sub]}
+    return merged
+
+
+def _build_host(name: str, data: dict[str, Any], source: str) -> Host:
+    if "address" not in data:
+        raise InventoryError(f"{source}: host {name!r}: missing required key 'address'")
+    try:
+        return Host(name=name, **data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "?"
+        if err["type"] == "extra_forbidden":
+            raise InventoryError(f"{source}: host {name!r}: unknown key {key!r}") from None
+        raise InventoryError(f"{source}: host {name!r}: key {key!r}: {err['msg']}") from None
+    except TypeError as exc:  # e.g. `name` given twice
+        raise InventoryError(f"{source}: host {name!r}: {exc}") from None
+
+
+def _check_unique_addresses(hosts: dict[str, Host], source: str) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    for host in hosts.values():
+        if host.transport != "ssh":
+            continue
+        key = (host.address, host.port)
+        if key in seen:
+            raise InventoryError(
+                f"{source}: host {host.name!r}: duplicate of host {seen[key]!r} "
+                f"({host.address}:{host.port})"
+            )
+        seen[key] = host.name

@@ -1,0 +1,120 @@
+"""Pydantic models of a host inventory; unknown keys and bad values are errors."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
+DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServiceSpec(_Strict):
+    """How the host's SGLang server is restarted and health-checked.
+
+    Command strings are split with shlex and executed without a shell, so shell
+    metacharacters in them are plain argument text.
+    """
+
+    kind: Literal["systemd", "command", "none"] = "none"
+    unit: str | None = None
+    start: str | None = None
+    stop: str | None = None
+    status: str | None = None
+    log_file: str | None = None
+    health_url: str = DEFAULT_HEALTH_URL
+    ready_timeout_s: float = Field(default=600.0, gt=0)
+    poll_interval_s: float = Field(default=1.0, gt=0)
+
+    @field_validator("start", "stop", "status")
+    @classmethod
+    def _splits(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                argv = shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split command {value!r}: {exc}") from exc
+            if not argv:
+                raise ValueError("command is empty")
+        return value
+
+    @field_validator("health_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"health_url must be http(s)://, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ServiceSpec:
+        if self.kind == "systemd" and not self.unit:
+            raise ValueError("kind = 'systemd' needs 'unit'")
+        if self.kind == "command" and not (self.start and self.stop):
+            raise ValueError("kind = 'command' needs 'start' and 'stop'")
+        return self
+
+    def argv(self, action: Literal["start", "stop", "status"]) -> list[str] | None:
+        """The argv for a `command` service action, or None when not configured."""
+        value = getattr(self, action)
+        return shlex.split(value) if value else None
+
+
+class SmokeSpec(_Strict):
+    """Settings of the `server` smoke suite for one host."""
+
+    server_url: str = "http://127.0.0.1:30000"
+    expected_algorithm: str | None = "DDTREE"
+    expected_ddtree_budget: int | None = None
+    min_accept_length: float = Field(default=1.0, ge=0)
+    prompt: str = "The capital of France is"
+    max_new_tokens: int = Field(default=16, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
+class Host(_Strict):
+    """One deploy target, with defaults already merged in."""
+
+    name: str
+    address: str = Field(min_length=1)
+    transport: Literal["ssh", "local"] = "ssh"
+    user: str = "root"
+    port: int = Field(default=22, ge=1, le=65535)
+    python: str = "/usr/bin/python3"
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    state_dir: str = DEFAULT_STATE_DIR
+    groups: tuple[str, ...] = ()
+    gpus: int = Field(default=0, ge=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    service: ServiceSpec = ServiceSpec()
+    smoke: SmokeSpec = SmokeSpec()
+
+    @field_validator("python", "state_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path, got {value!r}")
+        if "\x00" in value or "\n" in value:
+            raise ValueError("must not contain NUL or newline")
+        return value
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.address}:{self.port}"
+
+
+class Inventory(_Strict):
+    """Every host of one inventory file, by name."""
+
+    source: str
+    hosts: dict[str, Host]
+
+    @property
+    def groups(self) -> set[str]:
+        return {g for h in self.hosts.values() for g in h.groups}

@@ -1,0 +1,53 @@
+"""The one thing a transport does: carry an agent request to a host and its answer back."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
+from ddtree_deploy.inventory import Host
+
+
+@dataclass
+class TransportStats:
+    """Counted per transport so benchmarks can report round trips per host."""
+
+    connects: int = 0
+    execs: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+
+class Transport(ABC):
+    """Runs the agent on one host; `call` is one round trip (one exec)."""
+
+    def __init__(self, host: Host):
+        self.host = host
+        self.stats = TransportStats()
+
+    def call(self, request: AgentRequest) -> AgentResponse:
+        """Send one request; raises TransportError/AgentError if no answer comes back."""
+        payload = encode_request(request)
+        started = time.monotonic()
+        stdout, stderr, exit_code = self._exec_agent(payload)
+        self.stats.execs += 1
+        self.stats.bytes_sent += len(payload)
+        self.stats.bytes_received += len(stdout) + len(stderr)
+        response = decode_response(self.host.name, stdout, stderr, exit_code)
+        response.wall_s = round(time.monotonic() - started, 4)
+        return response
+
+    @abstractmethod
+    def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
+        """Start the agent with the host's python, feed payload, return (out, err, rc)."""
+
+    def close(self) -> None:  # noqa: B027 - optional for transports without a connection
+        """Release the connection, if any."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,26 @@
+"""Run the agent on this machine with a subprocess (hosts with transport = "local")."""
+
+from __future__ import annotations
+
+import subprocess
+
+from ddtree_deploy.agent import agent_command
+from ddtree_deploy.errors import TransportError
+from ddtree_deploy.transport.base import Transport
+
+
+class LocalTransport(Transport):
+    """Same protocol as SSH, no network: argv without a shell."""
+
+    def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
+        try:
+            done = subprocess.run(
+                agent_command(self.host.python), input=payload, capture_output=True, timeout=3600
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TransportError(self.host.name, f"cannot run {self.host.python}: {exc}") from None
+        return (
+            done.stdout.decode(errors="replace"),
+            done.stderr.decode(errors="replace"),
+            (done.returncode),
+        )
