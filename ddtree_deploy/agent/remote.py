@@ -26,6 +26,7 @@ import urllib.request
 AGENT_VERSION = 1
 BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
 END = "<<<DDTREE-AGENT-END>>>"
+UNFINISHED = ("installing", "rollback_failed")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -50,6 +51,15 @@ def sha256_file(path):
             return sha256_bytes(fh.read())
     except FileNotFoundError:
         return None
+
+
+def classify_file(current, base, result):
+    """Where one file stands: "unchanged" (at result), "pending" (at base), or "drifted"."""
+    if current == result:
+        return "unchanged"
+    if current == base:
+        return "pending"
+    return "drifted"
 
 
 def apply_unified_diff(base_text, diff_text):
@@ -176,6 +186,7 @@ class Ctx:
         self.lock_path = os.path.join(self.state_dir, "lock")
         self.journal_path = os.path.join(self.state_dir, "journal.jsonl")
         self.backups_dir = os.path.join(self.state_dir, "backups")
+        self.outputs = {}  # op name -> data of ops already run in this request
 
     def ensure_state_dir(self):
         os.makedirs(self.backups_dir, mode=0o700, exist_ok=True)
@@ -252,7 +263,7 @@ def op_facts(ctx, args):
     while not os.path.exists(probe):
         probe = os.path.dirname(probe) or "/"
     entries = read_journal(ctx)
-    pending = [d for d in deploy_states(entries).values() if d.get("state") == "installing"]
+    pending = [d for d in deploy_states(entries).values() if d.get("state") in UNFINISHED]
     return {
         "python": sys.version.split()[0],
         "executable": sys.executable,
@@ -264,6 +275,7 @@ def op_facts(ctx, args):
         "gpus": _gpus(),
         "lock": read_lock(ctx),
         "journal_tail": entries[-int(args.get("journal_lines", 5)) :],
+        "deploys": list(deploy_states(entries).values())[-50:],
         "pending": pending,
         "backups": _list_backups(ctx),
     }
@@ -278,6 +290,36 @@ def _gpus():
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU")]
+
+
+def op_check_plan(ctx, args):
+    """Refuse before locking: wrong version, unfinished deploy, drift; or nothing to do.
+
+    `no_changes` is reported as a failure code on purpose: it stops the request before
+    the lock is taken, so an idempotent re-push costs one round trip.
+    """
+    facts = ctx.outputs["facts"]  # the facts op runs first in the same request
+    pending = [d.get("deploy_id") for d in facts["pending"]]
+    if pending:
+        raise OpFailed("pending_recovery", "unfinished deploy %s: run `recover`" % pending[-1])
+    if facts["package_version"] != args["target_version"]:
+        raise OpFailed(
+            "version_mismatch",
+            "installed %s is %s, patchset targets %s"
+            % (args["package"], facts["package_version"], args["target_version"]),
+        )
+    states = {}
+    for spec in args["files"]:
+        current = facts["files"][spec["path"]]["sha256"]
+        states[spec["path"]] = classify_file(current, spec["base_sha256"], spec["result_sha256"])
+    drifted = sorted(p for p, st in states.items() if st == "drifted")
+    if drifted:
+        raise OpFailed(
+            "drift", "base files differ from the lock: " + ", ".join(drifted), {"files": states}
+        )
+    if all(st == "unchanged" for st in states.values()):
+        raise OpFailed("no_changes", "already at the target result hashes", {"files": states})
+    return {"files": states}
 
 
 def op_lock_acquire(ctx, args):
@@ -368,6 +410,8 @@ def op_install(ctx, args):
     for spec in args["files"]:
         full = _safe_join(site, spec["path"])
         current = sha256_file(full)
+        if current == spec["result_sha256"]:
+            continue
         if current != spec.get("base_sha256"):
             raise OpFailed("drift", f"{spec['path']}: base changed since preflight")
         if "diff" in spec:
@@ -413,8 +457,10 @@ def op_restore(ctx, args):
     try:
         with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
             manifest = json.load(fh)
+    except FileNotFoundError:
+        raise OpFailed("no_backup", f"no backup {args['deploy_id']}") from None
     except (OSError, ValueError) as exc:
-        raise OpFailed("no_backup", f"backup {args['deploy_id']} unreadable: {exc}") from None
+        raise OpFailed("backup_unreadable", f"backup {args['deploy_id']}: {exc}") from None
     _verify_backup(root, manifest)
     site, states = manifest["site_packages"], {}
     for rel, info in manifest["files"].items():
@@ -587,6 +633,7 @@ def op_prune(ctx, args):
 
 OPS = {
     "facts": op_facts,
+    "check_plan": op_check_plan,
     "lock_acquire": op_lock_acquire,
     "lock_release": op_lock_release,
     "journal": op_journal,
@@ -623,6 +670,7 @@ def handle(request):
                 data={"traceback": traceback.format_exc()[-3000:]},
             )
         entry["duration_s"] = round(time.monotonic() - started, 4)
+        ctx.outputs[op["op"]] = entry["data"]
         results.append(entry)
         if not entry["ok"]:
             break

@@ -1,0 +1,175 @@
+"""Commands that change hosts: push, plan, rollback, recover."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ddtree_deploy.pipeline import (
+    PushOptions,
+    controller_holder,
+    plan_host,
+    push_host,
+    recover_host,
+    rollback_host,
+)
+from ddtree_deploy.report import plan_table
+from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
+
+from .common import (
+    AllOpt,
+    GroupOpt,
+    HostOpt,
+    InventoryOpt,
+    JsonOpt,
+    JunitOpt,
+    LimitOpt,
+    Output,
+    ParallelOpt,
+    PatchsetOpt,
+    PatchsetsDirOpt,
+    Targets,
+    VerboseOpt,
+    handle_config_errors,
+    load_prepared,
+    run_and_exit,
+)
+
+NoRestartOpt = Annotated[
+    bool, typer.Option("--no-restart", help="Do not restart the service (skips health).")
+]
+BreakLockOpt = Annotated[
+    bool, typer.Option("--break-lock", help="Take over a lock held by another run (shown).")
+]
+
+
+def push(
+    inventory: InventoryOpt = None,
+    host: HostOpt = None,
+    group: GroupOpt = None,
+    all_hosts: AllOpt = False,
+    limit: LimitOpt = None,
+    patchset: PatchsetOpt = "ddtree",
+    patchsets_dir: PatchsetsDirOpt = None,
+    no_restart: NoRestartOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Same as `plan`.")] = False,
+    break_lock: BreakLockOpt = False,
+    keep_backups: Annotated[int, typer.Option("--keep-backups", min=1)] = 5,
+    lock_ttl_s: Annotated[float, typer.Option("--lock-ttl", help="Seconds.")] = 3600.0,
+    json: JsonOpt = False,
+    junit: JunitOpt = None,
+    parallel: ParallelOpt = 16,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
+
+    Any failure after the backup rolls the host back by itself (exit 1).
+    """
+    _push(**locals())
+
+
+@handle_config_errors
+def _push(**o) -> None:
+    out = Output(o["json"], o["junit"], o["verbose"])
+    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    prepared = load_prepared(o["patchset"], o["patchsets_dir"])
+    if o["dry_run"]:
+        run_and_exit(f"plan {prepared.ref}", hosts, lambda r: plan_host(r, prepared), out)
+    opts = PushOptions(
+        holder=controller_holder(),
+        restart=not o["no_restart"],
+        lock_ttl_s=o["lock_ttl_s"],
+        break_lock=o["break_lock"],
+        keep_backups=o["keep_backups"],
+        smoke_sources=load_smoke_sources(prepared.suites, default_smoke_dir()),
+    )
+    run_and_exit(
+        f"push {prepared.ref}", hosts, lambda r: push_host(r, prepared, opts), out, o["parallel"]
+    )
+
+
+def plan(
+    inventory: InventoryOpt = None,
+    host: HostOpt = None,
+    group: GroupOpt = None,
+    all_hosts: AllOpt = False,
+    limit: LimitOpt = None,
+    patchset: PatchsetOpt = "ddtree",
+    patchsets_dir: PatchsetsDirOpt = None,
+    json: JsonOpt = False,
+    junit: JunitOpt = None,
+) -> None:
+    """Show what a push would do per file (new/patched/unchanged/drifted); writes nothing."""
+    _plan(**locals())
+
+
+@handle_config_errors
+def _plan(**o) -> None:
+    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    prepared = load_prepared(o["patchset"], o["patchsets_dir"])
+    run_and_exit(
+        f"plan {prepared.ref}",
+        hosts,
+        lambda r: plan_host(r, prepared),
+        Output(o["json"], o["junit"]),
+        table=plan_table,
+    )
+
+
+def rollback(
+    inventory: InventoryOpt = None,
+    host: HostOpt = None,
+    group: GroupOpt = None,
+    all_hosts: AllOpt = False,
+    limit: LimitOpt = None,
+    to: Annotated[str | None, typer.Option("--to", help="Restore this deploy's backup.")] = None,
+    no_restart: NoRestartOpt = False,
+    break_lock: BreakLockOpt = False,
+    json: JsonOpt = False,
+    junit: JunitOpt = None,
+    parallel: ParallelOpt = 16,
+) -> None:
+    """Restore the backup of the last committed deploy (or --to DEPLOY_ID), then health-check."""
+    _rollback(**locals())
+
+
+@handle_config_errors
+def _rollback(**o) -> None:
+    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    holder = controller_holder()
+    restart = not o["no_restart"]
+    run_and_exit(
+        "rollback",
+        hosts,
+        lambda r: rollback_host(r, holder, o["to"], restart, o["break_lock"]),
+        Output(o["json"], o["junit"]),
+        o["parallel"],
+    )
+
+
+def recover(
+    inventory: InventoryOpt = None,
+    host: HostOpt = None,
+    group: GroupOpt = None,
+    all_hosts: AllOpt = False,
+    limit: LimitOpt = None,
+    no_restart: NoRestartOpt = False,
+    json: JsonOpt = False,
+    junit: JunitOpt = None,
+) -> None:
+    """Restore hosts left `installing` by a run that died (controller killed, link lost)."""
+    _recover(**locals())
+
+
+@handle_config_errors
+def _recover(**o) -> None:
+    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    holder = controller_holder()
+    restart = not o["no_restart"]
+    run_and_exit(
+        "recover",
+        hosts,
+        lambda r: recover_host(r, holder, restart),
+        Output(o["json"], o["junit"]),
+    )

@@ -1,0 +1,111 @@
+"""Stage names (defined once) and the event every stage emits; report/ reads these."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+EVENT_SCHEMA_VERSION = 1
+
+# Order in which a push runs its stages; rollback/recover/smoke/status reuse the names.
+STAGE_ORDER: tuple[str, ...] = (
+    "gate",
+    "connect",
+    "preflight",
+    "backup",
+    "journal",
+    "install",
+    "compile",
+    "smoke",
+    "restart",
+    "health",
+    "commit",
+    "rollback",
+    "recover",
+    "status",
+)
+
+EventKind = Literal["start", "ok", "fail", "skip", "info"]
+
+
+class Event(BaseModel):
+    """One JSON Lines record: what happened to one host at one stage."""
+
+    schema_version: int = EVENT_SCHEMA_VERSION
+    ts: str
+    run_id: str
+    host: str
+    stage: str
+    event: EventKind
+    duration_s: float | None = None
+    message: str = ""
+    data: dict[str, Any] | None = None
+
+
+EventSink = Callable[[Event], None]
+
+
+@dataclass
+class StageRecord:
+    """A finished stage of one host, kept for summaries and JUnit."""
+
+    stage: str
+    ok: bool
+    skipped: bool
+    duration_s: float
+    message: str
+
+
+@dataclass
+class HostRecorder:
+    """Emits a host's events and remembers each stage's outcome."""
+
+    host: str
+    run_id: str
+    sink: EventSink
+    records: list[StageRecord] = field(default_factory=list)
+    _started: dict[str, float] = field(default_factory=dict)
+
+    def _emit(self, stage: str, kind: EventKind, message: str = "", **extra: Any) -> None:
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        duration = extra.pop("duration_s", None)
+        self.sink(
+            Event(
+                ts=now,
+                run_id=self.run_id,
+                host=self.host,
+                stage=stage,
+                event=kind,
+                duration_s=None if duration is None else round(duration, 4),
+                message=message,
+                data=extra.pop("data", None),
+            )
+        )
+
+    def start(self, stage: str, message: str = "") -> None:
+        self._started[stage] = time.monotonic()
+        self._emit(stage, "start", message)
+
+    def _finish(self, stage: str, ok: bool, skipped: bool, message: str, duration_s, data) -> None:
+        if duration_s is None:
+            duration_s = time.monotonic() - self._started.pop(stage, time.monotonic())
+        self.records.append(StageRecord(stage, ok, skipped, round(duration_s, 4), message))
+        kind: EventKind = "skip" if skipped else ("ok" if ok else "fail")
+        self._emit(stage, kind, message, duration_s=duration_s, data=data)
+
+    def ok(self, stage: str, message: str = "", duration_s: float | None = None, data=None):
+        self._finish(stage, True, False, message, duration_s, data)
+
+    def fail(self, stage: str, message: str, duration_s: float | None = None, data=None):
+        self._finish(stage, False, False, message, duration_s, data)
+
+    def skip(self, stage: str, message: str = "") -> None:
+        self._finish(stage, True, True, message, 0.0, None)
+
+    def info(self, stage: str, message: str, data=None) -> None:
+        self._emit(stage, "info", message, data=data)

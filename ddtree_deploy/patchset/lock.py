@@ -1,0 +1,85 @@
+"""Write and check patchset.lock.json: base and result sha256 of every file."""
+
+from __future__ import annotations
+
+import json
+
+from ddtree_deploy.errors import PatchsetError
+from ddtree_deploy.patchset.load import LOCK_NAME, Patchset
+from ddtree_deploy.patchset.materialize import (
+    compile_results,
+    digest,
+    fetch_wheel,
+    materialize,
+    read_source,
+)
+from ddtree_deploy.patchset.models import LockedFile, PatchsetLock
+
+
+def build_lock(patchset: Patchset) -> PatchsetLock:
+    """Materialise every file from the pristine wheel and record its hashes."""
+    wheel = fetch_wheel(patchset.spec.target)
+    files = materialize(patchset, wheel)
+    compile_results(patchset, files)
+    return PatchsetLock(
+        name=patchset.spec.name,
+        version=patchset.spec.version,
+        target=patchset.spec.target,
+        wheel=wheel.name,
+        files={
+            m.entry.path: LockedFile(
+                kind=m.entry.kind,
+                source=m.entry.source,
+                source_sha256=digest(m.source),
+                base_sha256=digest(m.base),
+                result_sha256=digest(m.result),
+            )
+            for m in files
+        },
+    )
+
+
+def write_lock(patchset: Patchset) -> PatchsetLock:
+    lock = build_lock(patchset)
+    text = json.dumps(lock.model_dump(), indent=2, sort_keys=True) + "\n"
+    (patchset.root / LOCK_NAME).write_text(text, encoding="utf-8")
+    return lock
+
+
+def check_sources(patchset: Patchset) -> PatchsetLock:
+    """The local gate of push: the lock exists, matches the spec, and every source hash.
+
+    Needs no wheel and no network, so it is cheap enough to run before every push.
+    """
+    lock = patchset.require_lock()
+    where = patchset.root / LOCK_NAME
+    spec = patchset.spec
+    if (lock.name, lock.version, lock.target) != (spec.name, spec.version, spec.target):
+        raise PatchsetError(f"{where}: lock is for {lock.name}@{lock.version}, not {spec.ref}")
+    if set(lock.files) != {f.path for f in spec.files}:
+        raise PatchsetError(f"{where}: lock lists other files than patchset.toml; re-lock")
+    for entry in spec.files:
+        locked = lock.files[entry.path]
+        if (locked.kind, locked.source) != (entry.kind, entry.source):
+            raise PatchsetError(f"{where}: {entry.path}: lock entry does not match the spec")
+        if digest(read_source(patchset, entry)) != locked.source_sha256:
+            raise PatchsetError(
+                f"{patchset.source_path(entry.source)}: changed since the lock was written "
+                f"(sha256 differs); run `ddtree-deploy patchset lock {spec.ref}`"
+            )
+    return lock
+
+
+def verify_patchset(patchset: Patchset) -> PatchsetLock:
+    """Re-materialise from the wheel and compare every hash with the lock; compile results."""
+    lock = check_sources(patchset)
+    fresh = build_lock(patchset)
+    for path, locked in lock.files.items():
+        now = fresh.files[path]
+        for field in ("base_sha256", "result_sha256"):
+            if getattr(now, field) != getattr(locked, field):
+                raise PatchsetError(
+                    f"{patchset.root / LOCK_NAME}: {path}: {field} mismatch "
+                    f"(lock {getattr(locked, field)}, rebuilt {getattr(now, field)})"
+                )
+    return lock

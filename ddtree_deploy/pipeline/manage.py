@@ -1,0 +1,201 @@
+"""`rollback`, `recover`, `status`, `plan`, `hosts check`, `backups`: one host each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddtree_deploy.agent import Op
+from ddtree_deploy.agent.remote import classify_file
+from ddtree_deploy.errors import TransportError
+from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome
+from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.stages import PreparedPatchset
+from ddtree_deploy.stages import requests as rq
+
+
+def _facts(run: HostRun, prepared: PreparedPatchset | None, stage: str) -> dict | HostResult:
+    try:
+        response = run.call([(stage, rq.facts_op(run.host, prepared))])
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+    if not response.ok:
+        return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {response.failed.error}")
+    return response.results[0].data
+
+
+def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
+    """Reachability and facts (python, sglang version, file hashes, disk, GPUs, lock)."""
+    facts = _facts(run, prepared, "status")
+    if isinstance(facts, HostResult):
+        return facts
+    return run.result(Outcome.OK, f"sglang {facts['package_version']}", details=facts)
+
+
+def plan_files(prepared: PreparedPatchset, facts: dict[str, Any]) -> dict[str, str]:
+    """Per file: new / patched / unchanged / drifted (pure)."""
+    plan = {}
+    for f in prepared.files:
+        current = facts["files"][f.path]["sha256"]
+        state = classify_file(current, f.base_sha256, f.result_sha256)
+        if state == "pending":
+            state = "new" if f.base_sha256 is None else "patched"
+        plan[f.path] = state
+    return plan
+
+
+def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
+    """`plan` / `push --dry-run`: what a push would do; writes nothing, takes no lock."""
+    facts = _facts(run, prepared, "preflight")
+    if isinstance(facts, HostResult):
+        return facts
+    plan = plan_files(prepared, facts)
+    details = {"files": plan, "package_version": facts["package_version"]}
+    if facts["package_version"] != prepared.target_version:
+        msg = f"installed {facts['package_version']}, patchset targets {prepared.target_version}"
+        return run.result(Outcome.REFUSED, msg, details=details)
+    if facts["pending"]:
+        return run.result(
+            Outcome.NEEDS_ATTENTION, "unfinished deploy: run recover", details=details
+        )
+    drifted = sorted(p for p, s in plan.items() if s == "drifted")
+    if drifted:
+        return run.result(Outcome.REFUSED, "drifted: " + ", ".join(drifted), details=details)
+    if all(s == "unchanged" for s in plan.values()):
+        return run.result(Outcome.NO_CHANGES, "no changes", details=details)
+    changes = sum(s != "unchanged" for s in plan.values())
+    return run.result(Outcome.OK, f"{changes} file(s) would change", details=details)
+
+
+def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
+    """Deployed patchset, drift against the given patchset, lock, journal, backups."""
+    facts = _facts(run, prepared, "status")
+    if isinstance(facts, HostResult):
+        return facts
+    committed = [d for d in facts["deploys"] if d.get("state") == "committed"]
+    details: dict[str, Any] = {
+        "package_version": facts["package_version"],
+        "deployed": committed[-1].get("patchset") if committed else None,
+        "lock": facts["lock"],
+        "journal": facts["journal_tail"],
+        "backups": facts["backups"],
+        "pending": facts["pending"],
+    }
+    outcome, message = Outcome.OK, f"deployed: {details['deployed'] or 'nothing'}"
+    if prepared is not None:
+        plan = plan_files(prepared, facts)
+        details["files"] = plan
+        if all(s == "unchanged" for s in plan.values()):
+            message = f"at {prepared.ref}"
+        elif any(s == "drifted" for s in plan.values()):
+            outcome, message = Outcome.FAILED, f"drift against {prepared.ref}"
+        else:
+            message = f"not at {prepared.ref}"
+    if facts["pending"]:
+        outcome = Outcome.NEEDS_ATTENTION
+        message = f"unfinished deploy {facts['pending'][-1].get('deploy_id')}: run recover"
+    return run.result(outcome, message, version_now=details["deployed"], details=details)
+
+
+def rollback_host(
+    run: HostRun, holder: str, to: str | None, restart: bool, break_lock: bool = False
+) -> HostResult:
+    """Undo the last committed deploy (or restore backup `to`), verified, service restarted."""
+    try:
+        pre = run.call(
+            [
+                ("preflight", rq.facts_op(run.host, None)),
+                ("preflight", rq.lock_op(run.run_id, holder, 3600, break_lock)),
+            ]
+        )
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+    if not pre.ok:
+        code = pre.failed.code
+        outcome = Outcome.LOCKED if code == "locked" else Outcome.NEEDS_ATTENTION
+        return run.result(outcome, pre.failed.error or "preflight failed")
+    facts = pre.results[0].data
+    target = to
+    if target is None:
+        committed = [d for d in facts["deploys"] if d.get("state") == "committed"]
+        if not committed:
+            _unlock(run)
+            return run.result(Outcome.REFUSED, "no committed deploy to roll back")
+        target = committed[-1]["deploy_id"]
+    elif target not in {b["deploy_id"] for b in facts["backups"]}:
+        _unlock(run)
+        return run.result(Outcome.REFUSED, f"no backup named {target!r} on this host")
+    result = restore_backup(run, target, restart, "rollback", reason="rollback requested")
+    if result.outcome == Outcome.ROLLED_BACK:
+        result.outcome, result.message = Outcome.OK, f"rolled back {target}"
+    return result
+
+
+def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
+    """Finish what a dead run left: restore the backup of an `installing` deploy."""
+    facts = _facts(run, None, "preflight")
+    if isinstance(facts, HostResult):
+        return facts
+    if not facts["pending"]:
+        return run.result(Outcome.NO_CHANGES, "nothing to recover")
+    pending = facts["pending"][-1]
+    lock = facts["lock"] or {}
+    # The dead run's own lock may be taken over; anyone else's may not.
+    steal = lock.get("run_id") is not None and lock.get("run_id") == pending.get("run_id")
+    try:
+        taken = run.call([("recover", rq.lock_op(run.run_id, holder, 3600, steal))])
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+    if not taken.ok:
+        return run.result(Outcome.LOCKED, taken.failed.error or "locked")
+    result = restore_backup(
+        run, pending["deploy_id"], restart, "recover", reason="recovered unfinished deploy"
+    )
+    if result.outcome == Outcome.ROLLED_BACK:
+        result.outcome = Outcome.OK
+        result.message = f"recovered: restored backup of {pending['deploy_id']}"
+    return result
+
+
+def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
+    try:
+        response = run.call(
+            [
+                ("commit", rq.lock_op(run.run_id, holder, 600)),
+                ("commit", rq.prune_op(keep)),
+                ("commit", rq.unlock_op(run.run_id)),
+            ]
+        )
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+    if not response.ok:
+        if response.failed.code == "locked":
+            return run.result(Outcome.LOCKED, response.failed.error or "locked")
+        _unlock(run)
+        return run.result(Outcome.NEEDS_ATTENTION, response.failed.error or "prune failed")
+    data = response.result("prune").data
+    return run.result(Outcome.OK, f"removed {len(data['removed'])} backup(s)", details=data)
+
+
+def _unlock(run: HostRun) -> None:
+    try:
+        run.call([("commit", rq.unlock_op(run.run_id))])
+    except TransportError:
+        pass
+
+
+def smoke_host(run: HostRun, prepared: PreparedPatchset, sources: dict[str, str]) -> HostResult:
+    """Run smoke suites against what is installed now; read-only."""
+    facts = _facts(run, prepared, "preflight")
+    if isinstance(facts, HostResult):
+        return facts
+    op: Op = rq.smoke_op(
+        run.host, facts["site_packages"], prepared, sources, prepared.smoke_timeout_s
+    )
+    try:
+        response = run.call([("smoke", op)])
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"connection lost: {exc}")
+    result = response.results[0]
+    suites = (result.data or {}).get("suites", [])
+    outcome = Outcome.OK if result.ok else Outcome.FAILED
+    return run.result(outcome, result.error or "all suites passed", details={"suites": suites})

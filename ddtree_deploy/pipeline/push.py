@@ -1,0 +1,154 @@
+"""`push` for one host: preflight, backup, journal, install, compile, smoke, restart,
+health, commit — and automatic rollback when any stage from backup on fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddtree_deploy.agent import AgentResponse
+from ddtree_deploy.errors import TransportError
+from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, new_deploy_id
+from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.stages import PreparedPatchset
+from ddtree_deploy.stages import requests as rq
+
+_REFUSALS = {
+    "version_mismatch": Outcome.REFUSED,
+    "drift": Outcome.REFUSED,
+    "unsafe_path": Outcome.REFUSED,
+    "pending_recovery": Outcome.NEEDS_ATTENTION,
+    "locked": Outcome.LOCKED,
+}
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    holder: str
+    restart: bool = True
+    lock_ttl_s: float = 3600.0
+    break_lock: bool = False
+    keep_backups: int = 5
+    smoke_sources: dict[str, str] | None = None
+
+
+def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> HostResult:
+    """Deploy one patchset to one host; never leaves it half-patched."""
+    try:
+        pre = run.call(
+            [
+                ("preflight", rq.facts_op(run.host, prepared)),
+                ("preflight", rq.check_plan_op(prepared)),
+                (
+                    "preflight",
+                    rq.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
+                ),
+            ]
+        )
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+    facts = pre.result("facts")
+    if facts is None or not facts.ok:
+        return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {_error(pre)}")
+    failed = pre.failed
+    if failed is not None:
+        if failed.code == "no_changes":
+            return run.result(Outcome.NO_CHANGES, "no changes", version_now=prepared.ref)
+        outcome = _REFUSALS.get(failed.code or "", Outcome.NEEDS_ATTENTION)
+        return run.result(outcome, failed.error or "preflight failed", details=failed.data or {})
+    site = facts.data["site_packages"]
+    return _install(run, prepared, opts, site, pre.result("check_plan").data["files"])
+
+
+def _install(
+    run: HostRun, prepared: PreparedPatchset, opts: PushOptions, site: str, plan: dict
+) -> HostResult:
+    deploy_id = new_deploy_id(prepared.name, prepared.version)
+    intent = {"patchset": prepared.ref, "run_id": run.run_id, "backup": f"backups/{deploy_id}"}
+    try:
+        saved = run.call(
+            [
+                ("backup", rq.backup_op(deploy_id, site, prepared)),
+                ("journal", rq.journal_op(deploy_id, "installing", **intent, files=plan)),
+            ]
+        )
+    except TransportError as exc:
+        return _lost(run, deploy_id, exc, "backup")
+    if not saved.ok:
+        _unlock(run)
+        return run.result(
+            Outcome.ROLLED_BACK,
+            f"{_error(saved)}; site-packages untouched",
+            deploy_id=deploy_id,
+        )
+    # From here on, site-packages may change: every failure rolls back.
+    steps: list[list[tuple[str, object]]] = [
+        [("install", rq.install_op(site, prepared)), ("compile", rq.compile_op(site, prepared))],
+    ]
+    if opts.smoke_sources:
+        smoke = rq.smoke_op(run.host, site, prepared, opts.smoke_sources, prepared.smoke_timeout_s)
+        steps.append([("smoke", smoke)])
+    restarted = opts.restart and run.host.service.kind != "none"
+    for stage, op in rq.service_ops(run.host) if restarted else []:
+        if stage == "restart":
+            steps.append([(stage, op)])
+        else:
+            steps[-1].append((stage, op))
+    did_restart = False
+    for group in steps:
+        did_restart = did_restart or any(stage == "restart" for stage, _ in group)
+        try:
+            response = run.call(group)  # type: ignore[arg-type]
+        except TransportError as exc:
+            return _lost(run, deploy_id, exc, group[0][0], did_restart)
+        if not response.ok:
+            return _rollback(run, deploy_id, did_restart, response)
+    if not restarted:
+        run.recorder.skip("restart", "--no-restart" if not opts.restart else "service kind none")
+    try:
+        done = run.call(
+            [
+                ("commit", rq.journal_op(deploy_id, "committed", patchset=prepared.ref)),
+                ("commit", rq.unlock_op(run.run_id)),
+                ("commit", rq.prune_op(opts.keep_backups)),
+            ]
+        )
+    except TransportError as exc:
+        return _lost(run, deploy_id, exc, "commit", did_restart)
+    if not done.ok:
+        return _rollback(run, deploy_id, did_restart, done)
+    return run.result(Outcome.OK, "deployed", deploy_id=deploy_id, version_now=prepared.ref)
+
+
+def _error(response: AgentResponse) -> str:
+    failed = response.failed
+    return (failed.error or failed.code or "failed") if failed else (response.error or "")
+
+
+def _rollback(run: HostRun, deploy_id: str, restarted: bool, response: AgentResponse) -> HostResult:
+    failed = response.failed
+    reason = f"{failed.op} failed: {failed.error}" if failed else "failed"
+    result = restore_backup(run, deploy_id, restarted, "rollback", reason=reason)
+    if failed is not None:
+        result.details.setdefault("failure", {"op": failed.op, "code": failed.code})
+        result.details["failure"]["data"] = failed.data
+    if result.outcome == Outcome.ROLLED_BACK:
+        result.message = f"{reason}; rolled back"
+    return result
+
+
+def _lost(
+    run: HostRun, deploy_id: str, exc: TransportError, stage: str, restarted: bool = False
+) -> HostResult:
+    """The connection broke mid-stage: try once to roll back over a fresh connection."""
+    run.transport.close()
+    result = restore_backup(run, deploy_id, restarted, "rollback", reason=f"{stage}: {exc}")
+    if result.outcome != Outcome.ROLLED_BACK:
+        result.message = f"connection lost during {stage} and rollback impossible: {result.message}"
+    return result
+
+
+def _unlock(run: HostRun) -> None:
+    try:
+        run.call([("commit", rq.unlock_op(run.run_id))])
+    except TransportError:
+        pass

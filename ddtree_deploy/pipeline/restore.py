@@ -1,0 +1,81 @@
+"""Put a host back from one backup: used by automatic rollback, `rollback` and `recover`."""
+
+from __future__ import annotations
+
+from ddtree_deploy.errors import TransportError
+from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome
+from ddtree_deploy.stages.requests import journal_op, restore_op, service_ops, unlock_op
+
+
+def restore_backup(
+    run: HostRun,
+    deploy_id: str,
+    restart: bool,
+    stage: str,
+    final_state: str = "rolled_back",
+    reason: str = "",
+) -> HostResult:
+    """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
+
+    Returns ROLLED_BACK, or NEEDS_ATTENTION saying what state each file is in.
+    """
+    ops = [
+        (stage, restore_op(deploy_id)),
+        (stage, journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
+    ]
+    if restart:
+        ops += [(stage, op) for _, op in service_ops(run.host)]
+    ops.append((stage, unlock_op(run.run_id)))
+    try:
+        response = run.call(ops)
+    except TransportError as exc:
+        hint = f"run `ddtree-deploy recover -H {run.host.name}`"
+        return run.result(
+            Outcome.NEEDS_ATTENTION,
+            f"connection lost during {stage} ({exc}); {hint}",
+            deploy_id=deploy_id,
+        )
+    failed = response.failed
+    if failed is None:
+        return run.result(Outcome.ROLLED_BACK, reason, deploy_id=deploy_id)
+    if failed.op == "restore" and failed.code == "no_backup":
+        _release(run)  # the backup op writes its manifest last: no manifest, no install
+        return run.result(
+            Outcome.ROLLED_BACK, f"{reason}; no backup was made, site-packages untouched"
+        )
+    if failed.op in ("restore", "journal"):
+        files = (failed.data or {}).get("files", {})
+        _mark_unfinished(run, deploy_id, failed.error or "")
+        return run.result(
+            Outcome.NEEDS_ATTENTION,
+            f"{stage} FAILED: {failed.error}; files: {files or 'unknown'}; "
+            f"run `ddtree-deploy recover -H {run.host.name}` once fixed",
+            deploy_id=deploy_id,
+            details={"files": files, "error": failed.data},
+        )
+    _release(run)
+    return run.result(
+        Outcome.NEEDS_ATTENTION,
+        f"files restored, but the service is not healthy: {failed.error}",
+        deploy_id=deploy_id,
+        details={"log": (failed.data or {}).get("log", "")},
+    )
+
+
+def _mark_unfinished(run: HostRun, deploy_id: str, error: str) -> None:
+    try:
+        run.call(
+            [
+                ("rollback", journal_op(deploy_id, "rollback_failed", error=error[:500])),
+                ("rollback", unlock_op(run.run_id)),
+            ]
+        )
+    except TransportError:
+        pass  # the journal still says "installing": recover will find it
+
+
+def _release(run: HostRun) -> None:
+    try:
+        run.call([("commit", unlock_op(run.run_id))])
+    except TransportError:
+        pass

@@ -1,0 +1,26 @@
+"""Output: JSON Lines, human lines and tables on stderr, JUnit XML."""
+
+from ddtree_deploy.report.junit import junit_xml, write_junit
+from ddtree_deploy.report.sinks import ConsoleSink, FanoutSink, JsonLinesSink
+from ddtree_deploy.report.tables import (
+    backups_table,
+    facts_table,
+    plan_table,
+    smoke_table,
+    status_table,
+    summary_table,
+)
+
+__all__ = [
+    "backups_table",
+    "plan_table",
+    "status_table",
+    "ConsoleSink",
+    "FanoutSink",
+    "JsonLinesSink",
+    "facts_table",
+    "junit_xml",
+    "smoke_table",
+    "summary_table",
+    "write_junit",
+]

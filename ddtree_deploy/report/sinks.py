@@ -1,0 +1,60 @@
+"""Where events go: JSON Lines on stdout (data), plain lines on stderr (people)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TextIO
+
+from rich.console import Console
+
+from ddtree_deploy.events import Event
+
+_STYLE = {"ok": "green", "fail": "bold red", "skip": "dim", "info": "cyan", "start": "dim"}
+
+
+class JsonLinesSink:
+    """One JSON object per line, flushed at once so a CI job or a test can follow along."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self._stream = stream or sys.stdout
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            self._stream.write(event.model_dump_json() + "\n")
+            self._stream.flush()
+
+
+class ConsoleSink:
+    """Human progress on stderr; `start` lines only when verbose."""
+
+    def __init__(self, console: Console, verbose: bool = False):
+        self._console = console
+        self._verbose = verbose
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        if event.event == "start" and not self._verbose:
+            return
+        if event.stage == "summary":
+            return  # the summary table says it better
+        took = f" ({event.duration_s:.2f}s)" if event.duration_s else ""
+        style = _STYLE[event.event]
+        with self._lock:
+            self._console.print(
+                f"[bold]{event.host}[/] {event.stage:<10} [{style}]{event.event}[/]{took}"
+                + (f"  {event.message}" if event.message else ""),
+                markup=True,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
+class FanoutSink:
+    def __init__(self, *sinks):
+        self._sinks = [s for s in sinks if s is not None]
+
+    def __call__(self, event: Event) -> None:
+        for sink in self._sinks:
+            sink(event)

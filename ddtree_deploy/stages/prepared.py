@@ -1,0 +1,113 @@
+"""A patchset read once per run and turned into what agent requests carry."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddtree_deploy.errors import ConfigError
+from ddtree_deploy.patchset import Patchset, check_sources
+from ddtree_deploy.patchset.materialize import read_source
+
+SMOKE_ENV = "DDTREE_DEPLOY_SMOKE_DIR"
+
+
+@dataclass(frozen=True)
+class PreparedFile:
+    path: str
+    kind: str
+    source: bytes
+    base_sha256: str | None
+    result_sha256: str
+
+    @property
+    def module(self) -> str | None:
+        """Dotted module name of a .py file (`a/b/__init__.py` -> `a.b`)."""
+        if not self.path.endswith(".py"):
+            return None
+        parts = self.path[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        return ".".join(parts)
+
+    def install_spec(self) -> dict:
+        """What the agent's install op needs for this file."""
+        spec = {
+            "path": self.path,
+            "base_sha256": self.base_sha256,
+            "result_sha256": self.result_sha256,
+        }
+        if self.kind == "patch":
+            spec["diff"] = self.source.decode("utf-8")
+        else:
+            spec["content_b64"] = base64.b64encode(self.source).decode()
+        return spec
+
+
+@dataclass(frozen=True)
+class PreparedPatchset:
+    """Everything about one patchset a push needs, checked by the local gate."""
+
+    ref: str
+    name: str
+    version: str
+    package: str
+    target_version: str
+    files: tuple[PreparedFile, ...]
+    suites: tuple[str, ...]
+    smoke_timeout_s: float
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    @property
+    def modules(self) -> list[str]:
+        return [m for f in self.files if (m := f.module)]
+
+
+def prepare_patchset(patchset: Patchset) -> PreparedPatchset:
+    """The local gate: lock present and matching every source; raises PatchsetError."""
+    lock = check_sources(patchset)
+    files = tuple(
+        PreparedFile(
+            path=entry.path,
+            kind=entry.kind,
+            source=read_source(patchset, entry),
+            base_sha256=lock.files[entry.path].base_sha256,
+            result_sha256=lock.files[entry.path].result_sha256,
+        )
+        for entry in patchset.spec.files
+    )
+    spec = patchset.spec
+    return PreparedPatchset(
+        ref=spec.ref,
+        name=spec.name,
+        version=spec.version,
+        package=spec.target.package,
+        target_version=spec.target.version,
+        files=files,
+        suites=tuple(spec.smoke.suites),
+        smoke_timeout_s=spec.smoke.timeout_s,
+    )
+
+
+def default_smoke_dir() -> Path:
+    import os
+
+    if os.environ.get(SMOKE_ENV):
+        return Path(os.environ[SMOKE_ENV])
+    return Path(__file__).resolve().parents[2] / "smoke"
+
+
+def load_smoke_sources(names: tuple[str, ...] | list[str], smoke_dir: Path) -> dict[str, str]:
+    """Source of each suite script; raises ConfigError for an unknown suite."""
+    sources = {}
+    for name in names:
+        path = smoke_dir / f"{name}.py"
+        if not name.isidentifier() or not path.is_file():
+            known = sorted(p.stem for p in smoke_dir.glob("*.py") if not p.stem.startswith("_"))
+            raise ConfigError(f"{smoke_dir}: unknown smoke suite {name!r} (known: {known})")
+        sources[name] = path.read_text(encoding="utf-8")
+    return sources
