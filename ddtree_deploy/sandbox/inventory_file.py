@@ -1,0 +1,124 @@
+"""Describe sandbox hosts in ddtree-deploy's inventory format and render it as TOML."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SANDBOX_GROUP = "sandbox"
+SERVICE_READY_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class InventoryHost:
+    """One host's inventory facts, paths as the host itself sees them."""
+
+    name: str
+    address: str
+    port: int
+    python: str
+    state_dir: str
+    service_dir: str
+    service_port: int
+
+
+def build_inventory(
+    hosts: Sequence[InventoryHost], user: str, identity_file: Path, known_hosts: Path
+) -> dict[str, Any]:
+    """Return the inventory as nested dicts: shared keys in [defaults], the rest per host.
+
+    A key every host agrees on goes to ``[defaults]`` (or ``[defaults.service]``); a key that
+    differs (non-root mode: port, python, state dir, service commands) is written per host.
+    """
+    per_host = {host.name: _host_values(host) for host in hosts}
+    defaults: dict[str, Any] = {
+        "user": user,
+        "identity_file": str(identity_file),
+        "known_hosts": str(known_hosts),
+        "gpus": 0,
+    }
+    shared_service: dict[str, Any] = {"kind": "command"}
+    for key in ("port", "python", "state_dir"):
+        _hoist(per_host, key, defaults, lambda values: values)
+    for key in ("start", "stop", "status", "log_file"):
+        _hoist(per_host, key, shared_service, lambda values: values["service"])
+    shared_service["ready_timeout_s"] = SERVICE_READY_TIMEOUT_S
+    ordered_defaults = {key: defaults[key] for key in _DEFAULT_ORDER if key in defaults}
+    ordered_defaults["service"] = shared_service
+    return {"defaults": ordered_defaults, "hosts": per_host}
+
+
+_DEFAULT_ORDER = ("user", "port", "python", "identity_file", "known_hosts", "state_dir", "gpus")
+
+
+def _host_values(host: InventoryHost) -> dict[str, Any]:
+    service_url = f"http://{host.address}:{host.service_port}"
+    stub = f"{host.python} {host.service_dir}/sglang_stub.py"
+    return {
+        "address": host.address,
+        "port": host.port,
+        "python": host.python,
+        "state_dir": host.state_dir,
+        "groups": [SANDBOX_GROUP],
+        "service": {
+            "start": f"{stub} start",
+            "stop": f"{stub} stop",
+            "status": f"{stub} status",
+            "log_file": f"{host.service_dir}/server.log",
+            "health_url": f"{service_url}/health_generate",
+        },
+        "smoke": {"server_url": service_url},
+    }
+
+
+def _hoist(per_host: dict[str, dict], key: str, target: dict, table_of) -> None:
+    """Move ``key`` into ``target`` when every host has the same value for it."""
+    values = {repr(table_of(host_values)[key]) for host_values in per_host.values()}
+    if len(values) != 1:
+        return
+    for host_values in per_host.values():
+        target[key] = table_of(host_values).pop(key)
+
+
+def render_toml(data: dict[str, Any]) -> str:
+    """Return ``data`` (str/int/float/bool/list values, dict tables) as TOML text."""
+    return "\n".join(_render_table(data, ())).lstrip("\n") + "\n"
+
+
+def _render_table(table: dict[str, Any], path: tuple[str, ...]) -> list[str]:
+    lines = [f"{_format_key(k)} = {_format_value(v)}" for k, v in table.items() if not _is_table(v)]
+    for key, value in table.items():
+        if not _is_table(value):
+            continue
+        sub_path = (*path, key)
+        has_scalars = any(not _is_table(v) for v in value.values()) or not value
+        if has_scalars:
+            if len(sub_path) <= 2:
+                lines.append("")
+            lines.append("[" + ".".join(_format_key(part) for part in sub_path) + "]")
+        lines.extend(_render_table(value, sub_path))
+    return lines
+
+
+def _is_table(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _format_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_format_value(item) for item in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML: {value!r}")

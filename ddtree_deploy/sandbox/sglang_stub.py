@@ -1,0 +1,271 @@
+"""A small sglang-shaped HTTP server for sandbox TESTS; it is not sglang and serves no model.
+
+Copied into each sandbox host as ``/srv/service/sglang_stub.py`` and run by the host's python,
+so it is stdlib only. Usage: ``python sglang_stub.py start|stop|status`` (``serve`` is the
+server process itself). Files beside it: ``stub.json`` (settings), ``server.pid``,
+``server.log``.
+
+The server first imports the host's real (possibly patched) sglang modules, so a broken patch
+really breaks it: the traceback goes to the log, it exits non-zero and never becomes healthy.
+It then serves ``GET /health_generate`` (503 during ``startup_delay_s``, then 200),
+``GET /server_info`` and ``POST /generate``, with numbers taken from ``stub.json``. Test knobs
+in ``stub.json``: ``never_ready`` (health stays 503) and ``fail_start`` (exit 1 at once).
+
+Exit codes: ``status`` 0 running, 3 stopped; ``start``/``stop`` 0 on success, 1 on failure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SERVICE_DIR = Path(__file__).resolve().parent
+CONFIG_FILE = SERVICE_DIR / "stub.json"
+PID_FILE = SERVICE_DIR / "server.pid"
+LOG_FILE = SERVICE_DIR / "server.log"
+READY_LINE = "The server is fired up and ready to roll!"
+REQUIRED_MODULES = ("sglang.srt.speculative.spec_info", "sglang.srt.server_args")
+OPTIONAL_MODULES = ("sglang.srt.speculative.ddtree_utils",)
+DEFAULTS = {
+    "host": "127.0.0.1",
+    "port": 30000,
+    "speculative_algorithm": "DDTREE",
+    "ddtree_budget": 64,
+    "accept_length": 3.2,
+    "startup_delay_s": 0.5,
+    "never_ready": False,
+    "fail_start": False,
+}
+
+
+def log(message: str) -> None:
+    """Print one timestamped line to stdout (the server log when serving)."""
+    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", flush=True)
+
+
+def load_config() -> dict:
+    """Return DEFAULTS overlaid with stub.json (missing file means defaults)."""
+    config = dict(DEFAULTS)
+    if CONFIG_FILE.exists():
+        config.update(json.loads(CONFIG_FILE.read_text()))
+    return config
+
+
+def read_pid() -> int | None:
+    try:
+        return int(PID_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_alive(pid: int) -> bool:
+    """Return True if ``pid`` runs this stub and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat[stat.rfind(")") + 2 :].split()[0]
+    return state != "Z" and b"sglang_stub.py" in cmdline
+
+
+def running_pid() -> int | None:
+    pid = read_pid()
+    return pid if pid is not None and is_alive(pid) else None
+
+
+def cmd_start() -> int:
+    """Spawn the detached server process, record its pid; fail if it dies at once."""
+    if running_pid() is not None:
+        print(f"already running, pid {running_pid()}")
+        return 0
+    with open(LOG_FILE, "ab") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "serve"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(SERVICE_DIR),
+        )
+    PID_FILE.write_text(f"{proc.pid}\n")
+    try:
+        code = proc.wait(timeout=0.5)
+    except subprocess.TimeoutExpired:
+        print(f"started, pid {proc.pid}")
+        return 0
+    PID_FILE.unlink(missing_ok=True)
+    print(f"server exited at once with code {code}; see {LOG_FILE}", file=sys.stderr)
+    return 1
+
+
+def cmd_stop(timeout_s: float = 10.0) -> int:
+    """SIGTERM the server, wait, SIGKILL after ``timeout_s``; 0 when it is not running."""
+    pid = running_pid()
+    if pid is None:
+        PID_FILE.unlink(missing_ok=True)
+        print("not running")
+        return 0
+    for signum, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 3.0)):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and is_alive(pid):
+            time.sleep(0.05)
+        if not is_alive(pid):
+            break
+    if is_alive(pid):
+        print(f"pid {pid} did not stop", file=sys.stderr)
+        return 1
+    PID_FILE.unlink(missing_ok=True)
+    print(f"stopped pid {pid}")
+    return 0
+
+
+def cmd_status() -> int:
+    pid = running_pid()
+    print(f"running, pid {pid}" if pid is not None else "stopped")
+    return 0 if pid is not None else 3
+
+
+def import_sglang() -> str:
+    """Import the sglang modules a DDTree patch touches; return sglang's version string."""
+    for name in REQUIRED_MODULES:
+        importlib.import_module(name)
+    for name in OPTIONAL_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+            log(f"imported {name}")
+    from sglang.version import __version__
+
+    return __version__
+
+
+class StubState:
+    """What the handler answers with; set once at startup."""
+
+    def __init__(self, config: dict, version: str) -> None:
+        self.config = config
+        self.version = version
+        self.ready_at = time.monotonic() + float(config["startup_delay_s"])
+
+    def is_ready(self) -> bool:
+        return not self.config["never_ready"] and time.monotonic() >= self.ready_at
+
+    def server_info(self) -> dict:
+        return {
+            "version": self.version,
+            "speculative_algorithm": self.config["speculative_algorithm"],
+            "speculative_ddtree_budget": self.config["ddtree_budget"],
+            "internal_states": [{"avg_spec_accept_length": self.config["accept_length"]}],
+            "stub": True,
+        }
+
+    def generate(self, request: dict) -> dict:
+        params = request.get("sampling_params") or {}
+        completion_tokens = int(params.get("max_new_tokens", 16))
+        accept_length = float(self.config["accept_length"])
+        prompt = str(request.get("text", ""))
+        return {
+            "text": f" stub completion #{completion_tokens} for: {prompt[:40]}",
+            "meta_info": {
+                "prompt_tokens": len(prompt.split()),
+                "completion_tokens": completion_tokens,
+                "spec_verify_ct": math.ceil(completion_tokens / max(accept_length, 1e-6)),
+                "spec_accept_length": accept_length,
+            },
+        }
+
+
+def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path in ("/health", "/health_generate"):
+                self.send_json(200 if state.is_ready() else 503, {"ready": state.is_ready()})
+            elif self.path in ("/server_info", "/get_server_info"):
+                self.send_json(200, state.server_info())
+            else:
+                self.send_json(404, {"error": f"no route {self.path}"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path != "/generate":
+                self.send_json(404, {"error": f"no route {self.path}"})
+                return
+            if not state.is_ready():
+                self.send_json(503, {"error": "server not ready"})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                request = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError as exc:
+                self.send_json(400, {"error": str(exc)})
+                return
+            self.send_json(200, state.generate(request))
+
+        def send_json(self, code: int, body: dict) -> None:
+            payload = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log(f"{self.address_string()} {format % args}")
+
+    return Handler
+
+
+def cmd_serve() -> int:
+    """Import sglang, bind, announce readiness after the delay; run until SIGTERM."""
+    config = load_config()
+    log(f"stub server starting, pid {os.getpid()}, config {json.dumps(config, sort_keys=True)}")
+    if config["fail_start"]:
+        log("fail_start is set in stub.json: exiting 1")
+        return 1
+    try:
+        version = import_sglang()
+    except BaseException:
+        traceback.print_exc(file=sys.stdout)
+        log("importing sglang failed: exiting 1")
+        return 1
+    log(f"imported sglang {version} from {sys.modules['sglang'].__file__}")
+    state = StubState(config, version)
+    server = ThreadingHTTPServer((config["host"], int(config["port"])), make_handler(state))
+    server.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    if not config["never_ready"]:
+        delay_s = max(0.0, state.ready_at - time.monotonic())
+        threading.Timer(delay_s, log, args=(READY_LINE,)).start()
+    log(f"listening on http://{config['host']}:{config['port']}")
+    server.serve_forever(poll_interval=0.1)
+    server.server_close()
+    log("stub server stopped")
+    # Skip interpreter teardown: with torch and sglang loaded it adds about a second.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def main(argv: list[str]) -> int:
+    commands = {"start": cmd_start, "stop": cmd_stop, "status": cmd_status, "serve": cmd_serve}
+    if len(argv) != 2 or argv[1] not in commands:
+        print(f"usage: {argv[0]} {{start|stop|status}}", file=sys.stderr)
+        return 2
+    return commands[argv[1]]()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
