@@ -75,18 +75,20 @@ class CompiledDDTree:
     retrieve_next_sibling: torch.Tensor
 
 
-def _top_log_probs(logits: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
+def _top_log_probs(
+    logits32: torch.Tensor, row_max: torch.Tensor, k: int
+) -> tuple[list[list[float]], list[list[int]]]:
     """Return the top-k float32 log-probs and token ids per row, best first.
 
-    Rows that are entirely -inf yield all -inf. Equal log-probs are ordered by
-    token id so the result does not depend on topk's tie order.
+    log_softmax is a per-row shift, so topk runs on the raw logits and only the
+    k winners are normalised (by the full-vocabulary logsumexp). Rows that are
+    entirely -inf yield all -inf. Equal log-probs are ordered by token id so the
+    result does not depend on topk's tie order.
     """
-    logits32 = logits.float()
-    row_ok = torch.isfinite(logits32.amax(dim=-1, keepdim=True))
-    safe_logits = torch.where(row_ok, logits32, torch.zeros_like(logits32))
-    log_probs = torch.log_softmax(safe_logits, dim=-1)
-    log_probs = torch.where(row_ok, log_probs, torch.full_like(log_probs, float("-inf")))
-    top_values, top_ids = torch.topk(log_probs, k, dim=-1)
+    top_logits, top_ids = torch.topk(logits32, k, dim=-1)
+    log_norm = torch.logsumexp(logits32, dim=-1, keepdim=True)
+    row_ok = torch.isfinite(row_max)[:, None]
+    top_values = torch.where(row_ok, top_logits - log_norm, float("-inf"))
     top_ids, by_id = torch.sort(top_ids, dim=-1)
     top_values = torch.gather(top_values, -1, by_id)
     top_values, by_value = torch.sort(top_values, dim=-1, descending=True, stable=True)
@@ -124,18 +126,24 @@ def build_ddtree_tree_from_logits(logits: torch.Tensor, budget: int) -> DDTree:
         raise ValueError(f"logits must be [L, V], got shape {tuple(logits.shape)}")
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
-    if bool(torch.isnan(logits).any()):
-        raise ValueError("logits contain NaN")
-    if bool(torch.isposinf(logits).any()):
-        raise ValueError("logits contain +inf")
     num_depths, vocab_size = logits.shape
+    logits32 = logits.float()
+    # amax propagates NaN and +inf, so one cheap pass (and one sync) checks both.
+    row_max = logits32.amax(dim=-1) if vocab_size > 0 else logits32.new_zeros(num_depths)
+    has_nan, has_posinf = torch.stack(
+        [torch.isnan(row_max).any(), torch.isposinf(row_max).any()]
+    ).tolist()
+    if has_nan:
+        raise ValueError("logits contain NaN")
+    if has_posinf:
+        raise ValueError("logits contain +inf")
     parents = [-1]
     child_maps: list[dict[int, int]] = [{}]
     tokens: list[int] = []
     depths: list[int] = []
     scores: list[float] = []
     if budget > 0 and num_depths > 0 and vocab_size > 0:
-        top_lp, top_ids = _top_log_probs(logits, min(budget, vocab_size))
+        top_lp, top_ids = _top_log_probs(logits32, row_max, min(budget, vocab_size))
         width = len(top_lp[0])
         neg_inf = float("-inf")
         # Heap entry: (-score, depth index, rank, parent node, parent score).
