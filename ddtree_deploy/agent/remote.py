@@ -563,6 +563,8 @@ def op_smoke(ctx, args):
     """Run each suite script with this python; each prints one JSON line."""
     work = os.path.join(ctx.state_dir, "smoke")
     os.makedirs(work, mode=0o700, exist_ok=True)
+    for name, source in args.get("support", {}).items():  # modules the scripts import
+        write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
     results = []
     for suite in args["suites"]:
         script = os.path.join(work, f"{suite['name']}.py")

@@ -21,15 +21,24 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--workdir", type=Path, default=Path(".sandbox"))
     up.add_argument("--hosts", type=int, default=3)
     up.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION)
-    up.add_argument("--first-octet", type=int, default=11)
+    up.add_argument(
+        "--first-octet",
+        type=lambda value: None if value == "auto" else int(value),
+        default=11,
+        help="host i gets 127.0.0.(N+i); 'auto' picks the first free block",
+    )
     for name, help_text in (("down", "stop every host"), ("status", "show what runs")):
         command = sub.add_parser(name, help=help_text)
         command.add_argument("--workdir", type=Path, default=Path(".sandbox"))
     args = parser.parse_args(argv)
     if args.command == "up":
-        sandbox = start_sandbox(
-            args.workdir, args.hosts, args.sglang_version, first_octet=args.first_octet
-        )
+        try:
+            sandbox = start_sandbox(
+                args.workdir, args.hosts, args.sglang_version, first_octet=args.first_octet
+            )
+        except (RuntimeError, ValueError) as exc:
+            print(f"sandbox: {exc}", file=sys.stderr)
+            return 1
         timings = ", ".join(f"{k} {v:.2f}" for k, v in sandbox.timings_s.items())
         print(f"sandbox: {len(sandbox.hosts)} hosts up ({timings})", file=sys.stderr)
         print(sandbox.inventory_path)

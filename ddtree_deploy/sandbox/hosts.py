@@ -10,7 +10,6 @@ its own dir and listens on port 2222+i; the inventory then carries per-host path
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
 import os
 import shutil
@@ -21,12 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddtree_deploy.sandbox.addresses import find_busy, find_free_block, hold_allocation_lock
 from ddtree_deploy.sandbox.baseenv import (
     DEFAULT_SGLANG_VERSION,
     SYSTEM_PYTHON,
     BaseEnv,
     ensure_base_env,
 )
+from ddtree_deploy.sandbox.host import SandboxHost
 from ddtree_deploy.sandbox.inventory_file import InventoryHost, build_inventory, render_toml
 from ddtree_deploy.sandbox.processes import (
     find_children,
@@ -37,7 +38,6 @@ from ddtree_deploy.sandbox.processes import (
 )
 from ddtree_deploy.sandbox.sshd import (
     SSHD,
-    SshdSpec,
     format_known_hosts_line,
     generate_keypair,
     launch_sshd,
@@ -61,103 +61,6 @@ DEFAULT_STUB_CONFIG = {
 def can_namespace() -> bool:
     """Return True when hosts can get their own mount namespace (root with ``unshare``)."""
     return os.geteuid() == 0 and shutil.which("unshare") is not None
-
-
-@dataclass(frozen=True)
-class SandboxHost:
-    """One sandbox host. ``python``/``state_dir``/``service_dir`` are the host's own view."""
-
-    name: str
-    address: str
-    port: int
-    hostdir: Path
-    namespaced: bool
-
-    @property
-    def python(self) -> str:
-        return str(self._host_path("srv/venv/bin/python", "/srv/venv/bin/python"))
-
-    @property
-    def site_packages(self) -> str:
-        rel = "srv/venv/lib/python3.11/site-packages"
-        return str(self._host_path(rel, "/" + rel))
-
-    @property
-    def state_dir(self) -> str:
-        return str(self._host_path("state", "/var/lib/ddtree-deploy"))
-
-    @property
-    def service_dir(self) -> str:
-        return str(self._host_path("srv/service", "/srv/service"))
-
-    @property
-    def site_packages_on_disk(self) -> Path:
-        """The host's site-packages as the controller sees it (for digests and corruption)."""
-        return self.hostdir / "srv" / "venv" / "lib" / "python3.11" / "site-packages"
-
-    @property
-    def state_dir_on_disk(self) -> Path:
-        return self.hostdir / "state"
-
-    @property
-    def service_dir_on_disk(self) -> Path:
-        return self.hostdir / "srv" / "service"
-
-    @property
-    def stub_config_on_disk(self) -> Path:
-        return self.service_dir_on_disk / "stub.json"
-
-    @property
-    def sshd_pid_file(self) -> Path:
-        return self.hostdir / "sshd.pid"
-
-    def sshd_pid(self) -> int | None:
-        """Return the host's sshd pid from its PidFile, or None."""
-        return read_pid_file(self.sshd_pid_file)
-
-    def run(
-        self, cmd: str | Sequence[str], timeout_s: float = 120.0
-    ) -> subprocess.CompletedProcess[str]:
-        """Run ``cmd`` (shell string or argv) inside this host's mount namespace; never raises
-        on a non-zero exit. Outside root mode it runs directly, with the host's paths."""
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if self.namespaced:
-            pid = self.sshd_pid()
-            if pid is None:
-                raise RuntimeError(f"{self.name}: sshd is not running, no namespace to enter")
-            argv = ["nsenter", "-t", str(pid), "-m", "--", *argv]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-
-    def tree_digest(self, rel: str = "sglang") -> dict[str, str]:
-        """Return {relative path: sha256} for every file under site-packages/``rel``,
-        skipping ``__pycache__``; proves a tree is byte-identical before and after."""
-        top = self.site_packages_on_disk / rel
-        if top.is_file():
-            return {rel: hashlib.sha256(top.read_bytes()).hexdigest()}
-        digests: dict[str, str] = {}
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            for filename in sorted(filenames):
-                path = Path(dirpath) / filename
-                digests[path.relative_to(top).as_posix()] = hashlib.sha256(
-                    path.read_bytes()
-                ).hexdigest()
-        return digests
-
-    def read_stub_config(self) -> dict:
-        return json.loads(self.stub_config_on_disk.read_text())
-
-    def write_stub_config(self, **changes: object) -> dict:
-        """Merge ``changes`` into the host's stub.json (read at the next stub start)."""
-        config = {**self.read_stub_config(), **changes}
-        self.stub_config_on_disk.write_text(json.dumps(config, indent=2) + "\n")
-        return config
-
-    def _host_path(self, rel: str, absolute: str) -> Path:
-        return Path(absolute) if self.namespaced else self.hostdir / rel
-
-    def sshd_spec(self, authorized_keys: Path) -> SshdSpec:
-        return SshdSpec(self.hostdir, self.address, self.port, authorized_keys, self.namespaced)
 
 
 @dataclass
@@ -213,15 +116,18 @@ def start_sandbox(
     workdir: Path,
     count: int,
     sglang_version: str = DEFAULT_SGLANG_VERSION,
-    first_octet: int = 11,
+    first_octet: int | None = 11,
     names: Sequence[str] | None = None,
     base_env: BaseEnv | None = None,
     ready_timeout_s: float = 10.0,
 ) -> Sandbox:
     """Start ``count`` hosts under ``workdir`` and write ``workdir/inventory.toml``.
 
+    Host i listens on 127.0.0.(``first_octet``+i); ``first_octet=None`` picks the first block
+    of free addresses from .11 up (what tests use, so parallel sandboxes never collide).
     Leftovers of an earlier sandbox in ``workdir`` are stopped and replaced. Raises
-    RuntimeError if an sshd does not come up (everything started is stopped first).
+    RuntimeError if an address is taken or an sshd does not come up (everything started is
+    stopped first).
     """
     names = list(names) if names is not None else [f"host{i}" for i in range(count)]
     if len(names) != count:
@@ -237,51 +143,78 @@ def start_sandbox(
     stop_sandbox(workdir)
     base_env = base_env or ensure_base_env(sglang_version)
     timings_s = {"base_env_s": time.monotonic() - started}
-    hosts = [
-        SandboxHost(
-            name=name,
-            address=f"127.0.0.{first_octet + i}",
-            port=SSH_PORT if namespaced else SSH_PORT + i,
-            hostdir=workdir / "hosts" / name,
-            namespaced=namespaced,
-        )
-        for i, name in enumerate(names)
-    ]
     identity_file = workdir / "id_ed25519"
     authorized_keys = workdir / "authorized_keys"
+    authorized_keys.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(generate_keypair(identity_file, "ddtree-sandbox-client"), authorized_keys)
     mark = time.monotonic()
+    hostdirs = [workdir / "hosts" / name for name in names]
     with ThreadPoolExecutor(max_workers=min(max(count, 1), 8)) as pool:
-        list(pool.map(lambda host: _prepare_host(host, base_env), hosts))
+        list(pool.map(lambda hostdir: _prepare_hostdir(hostdir, base_env), hostdirs))
     timings_s["prepare_hosts_s"] = time.monotonic() - mark
-    sandbox = Sandbox(
-        workdir=workdir,
-        hosts=hosts,
-        identity_file=identity_file,
-        known_hosts=workdir / "known_hosts",
-        inventory_path=workdir / "inventory.toml",
-        base_env=base_env,
-        namespaced=namespaced,
-        timings_s=timings_s,
-    )
     mark = time.monotonic()
-    try:
-        specs = [host.sshd_spec(authorized_keys) for host in hosts]
-        sandbox._procs.extend(launch_sshd(spec) for spec in specs)
-        for spec, proc in zip(specs, sandbox._procs, strict=True):
-            wait_sshd_ready(spec, proc, ready_timeout_s)
-    except BaseException:
-        sandbox.stop()
-        raise
+    with hold_allocation_lock():
+        octet = _pick_first_octet(count, first_octet, namespaced)
+        hosts = [
+            SandboxHost(
+                name=name,
+                address=f"127.0.0.{octet + i}",
+                port=SSH_PORT if namespaced else SSH_PORT + i,
+                hostdir=hostdir,
+                namespaced=namespaced,
+            )
+            for i, (name, hostdir) in enumerate(zip(names, hostdirs, strict=True))
+        ]
+        sandbox = Sandbox(
+            workdir=workdir,
+            hosts=hosts,
+            identity_file=identity_file,
+            known_hosts=workdir / "known_hosts",
+            inventory_path=workdir / "inventory.toml",
+            base_env=base_env,
+            namespaced=namespaced,
+            timings_s=timings_s,
+        )
+        try:
+            for host in hosts:
+                host.stub_config_on_disk.write_text(
+                    json.dumps({"host": host.address, **DEFAULT_STUB_CONFIG}, indent=2) + "\n"
+                )
+            specs = [host.sshd_spec(authorized_keys) for host in hosts]
+            sandbox._procs.extend(launch_sshd(spec) for spec in specs)
+            for spec, proc in zip(specs, sandbox._procs, strict=True):
+                wait_sshd_ready(spec, proc, ready_timeout_s)
+        except BaseException:
+            sandbox.stop()
+            raise
     timings_s["sshd_start_s"] = time.monotonic() - mark
     known_lines = [
-        format_known_hosts_line(h.address, h.port, h.hostdir / "etc" / "ssh_host_ed25519_key.pub")
+        format_known_hosts_line(h.address, h.port, h.sshd_spec(authorized_keys).host_key_pub)
         for h in hosts
     ]
     sandbox.known_hosts.write_text("\n".join(known_lines) + "\n")
     sandbox.write_inventory(sandbox.inventory_path)
     timings_s["total_s"] = time.monotonic() - started
     return sandbox
+
+
+def _pick_first_octet(count: int, first_octet: int | None, namespaced: bool) -> int:
+    """Return a first octet whose whole block is free; raise RuntimeError if a fixed one isn't."""
+
+    def endpoints_for(octet: int) -> list[tuple[str, int]]:
+        pairs = []
+        for i in range(count):
+            address = f"127.0.0.{octet + i}"
+            pairs += [(address, SSH_PORT if namespaced else SSH_PORT + i), (address, SERVICE_PORT)]
+        return pairs
+
+    if first_octet is None:
+        return find_free_block(count, endpoints_for)
+    busy = find_busy(endpoints_for(first_octet))
+    if busy:
+        taken = ", ".join(f"{address}:{port}" for address, port in busy)
+        raise RuntimeError(f"sandbox addresses already in use: {taken} (another sandbox?)")
+    return first_octet
 
 
 def stop_sandbox(workdir: Path) -> bool:
@@ -311,26 +244,27 @@ def _stop_sshd(hostdir: Path) -> bool:
     return stop_pid_file(pid_file, config_marker)
 
 
-def _prepare_host(host: SandboxHost, base_env: BaseEnv) -> None:
-    """Lay out one host dir: srv/venv with the base .pth and its own sglang, the stub service."""
-    shutil.rmtree(host.hostdir, ignore_errors=True)
+def _prepare_hostdir(hostdir: Path, base_env: BaseEnv) -> None:
+    """Lay out one host dir: srv/venv with the base .pth and its own sglang, the stub service.
+
+    ``stub.json`` is written later, once the host's address is known.
+    """
+    shutil.rmtree(hostdir, ignore_errors=True)
     for sub in ("srv/service", "home", "state", "etc"):
-        (host.hostdir / sub).mkdir(parents=True, exist_ok=True)
-    venv_dir = host.hostdir / "srv" / "venv"
+        (hostdir / sub).mkdir(parents=True, exist_ok=True)
+    venv_dir = hostdir / "srv" / "venv"
     subprocess.run(
         [str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv_dir)],
         check=True,
         capture_output=True,
     )
-    site_packages = host.site_packages_on_disk
+    site_packages = venv_dir / "lib" / "python3.11" / "site-packages"
     (site_packages / BASE_PTH_NAME).write_text(f"{base_env.site_packages}\n")
     pristine = [p for p in sorted(base_env.sglang_dir.iterdir()) if p.name != "ready"]
     subprocess.run(
         ["cp", "-a", *map(str, pristine), str(site_packages)], check=True, capture_output=True
     )
-    shutil.copyfile(STUB_SOURCE, host.service_dir_on_disk / "sglang_stub.py")
-    config = {"host": host.address, **DEFAULT_STUB_CONFIG}
-    host.stub_config_on_disk.write_text(json.dumps(config, indent=2) + "\n")
+    shutil.copyfile(STUB_SOURCE, hostdir / "srv" / "service" / "sglang_stub.py")
 
 
 def _check_workdir_outside_mounts(workdir: Path) -> None:

@@ -39,6 +39,10 @@ class SshdSpec:
         return self.hostdir / "etc" / "ssh_host_ed25519_key"
 
     @property
+    def host_key_pub(self) -> Path:
+        return self.hostdir / "etc" / "ssh_host_ed25519_key.pub"
+
+    @property
     def pid_file(self) -> Path:
         return self.hostdir / "sshd.pid"
 

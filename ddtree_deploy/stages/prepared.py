@@ -101,12 +101,15 @@ def default_smoke_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "smoke"
 
 
+SUPPORT_PREFIX = "_"  # smoke/_*.py are helpers shipped beside every suite, not suites
+
+
 def load_smoke_sources(names: tuple[str, ...] | list[str], smoke_dir: Path) -> dict[str, str]:
-    """Source of each suite script; raises ConfigError for an unknown suite."""
-    sources = {}
+    """Source of each suite script (+ `_*.py` helpers); raises ConfigError for unknown ones."""
+    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(smoke_dir.glob("_*.py"))}
     for name in names:
         path = smoke_dir / f"{name}.py"
-        if not name.isidentifier() or not path.is_file():
+        if name.startswith(SUPPORT_PREFIX) or not name.isidentifier() or not path.is_file():
             known = sorted(p.stem for p in smoke_dir.glob("*.py") if not p.stem.startswith("_"))
             raise ConfigError(f"{smoke_dir}: unknown smoke suite {name!r} (known: {known})")
         sources[name] = path.read_text(encoding="utf-8")

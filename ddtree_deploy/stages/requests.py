@@ -94,8 +94,10 @@ def smoke_op(
     suites = [
         {"name": name, "source": src, "input": common | {"suite": name}, "timeout_s": timeout_s}
         for name, src in sources.items()
+        if not name.endswith(".py")
     ]
-    return Op(op="smoke", args={"suites": suites})
+    support = {name: src for name, src in sources.items() if name.endswith(".py")}
+    return Op(op="smoke", args={"suites": suites, "support": support})
 
 
 def service_ops(host: Host) -> list[tuple[str, Op]]:

@@ -36,7 +36,7 @@ class SSHTransport(Transport):
             return self._conn.client
         host = self.host
         known_hosts = Path(os.path.expanduser(host.known_hosts or DEFAULT_KNOWN_HOSTS))
-        connect_kwargs: dict[str, object] = {"timeout": host.connect_timeout_s}
+        connect_kwargs: dict[str, object] = {}
         if host.identity_file:
             connect_kwargs["key_filename"] = [os.path.expanduser(host.identity_file)]
         conn = Connection(
