@@ -1,0 +1,53 @@
+"""Shared fixtures: the sandbox base env and a factory for real sshd test hosts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+def sandbox_skip_reason() -> str | None:
+    """Return why sandbox hosts cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return "sandbox hosts need root (per-host mount namespaces, sshd logging in as root)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "sandbox hosts need openssh-server (/usr/sbin/sshd is missing)"
+    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        return "sandbox hosts need util-linux unshare and nsenter"
+    return None
+
+
+@pytest.fixture(scope="session")
+def base_env():
+    """The cached sandbox base env (built on first use: about a minute, needs the index)."""
+    reason = sandbox_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from ddtree_deploy.sandbox import ensure_base_env
+
+    return ensure_base_env()
+
+
+@pytest.fixture
+def sandbox_factory(base_env, tmp_path_factory) -> Iterator[Callable[..., object]]:
+    """Start sandboxes with ``sandbox_factory(count, **start_sandbox_kwargs)``; all are stopped
+    at teardown. Addresses are picked free (``first_octet=None``) unless given."""
+    from ddtree_deploy.sandbox import start_sandbox
+
+    started = []
+
+    def start(count: int = 1, **kwargs):
+        kwargs.setdefault("first_octet", None)
+        version = kwargs.get("sglang_version", base_env.sglang_version)
+        kwargs.setdefault("base_env", base_env if version == base_env.sglang_version else None)
+        sandbox = start_sandbox(tmp_path_factory.mktemp("sandbox"), count, **kwargs)
+        started.append(sandbox)
+        return sandbox
+
+    yield start
+    for sandbox in started:
+        sandbox.stop()
