@@ -1,0 +1,28 @@
+# ddtree-deploy: `make demo` runs the real job on local sandbox hosts; `make test` runs the tests.
+PYTHON ?= python3
+SANDBOX ?= .sandbox
+export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
+
+.PHONY: install demo demo-down test test-fast lint bench soak faults clean
+
+install:  ## the tool and its test deps into the current python
+	$(PYTHON) -m pip install -q -e '.[test]'
+
+demo: install  ## sandbox hosts (real sshd), then push -> status -> broken push (auto rollback) -> rollback
+	$(PYTHON) -m ddtree_deploy.sandbox demo --workdir $(SANDBOX)
+
+demo-down:
+	$(PYTHON) -m ddtree_deploy.sandbox down --workdir $(SANDBOX)
+
+test: install lint  ## the whole suite: unit tests and real-sshd host tests
+	$(PYTHON) -m pytest -q -m "not slow"
+
+test-fast: install
+	$(PYTHON) -m pytest -q -m "not slow and not hosts"
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check ddtree_deploy tests smoke
+
+clean: demo-down
+	rm -rf $(SANDBOX) .pytest_cache
