@@ -24,6 +24,7 @@ STAGE_ORDER: tuple[str, ...] = (
     "smoke",
     "restart",
     "health",
+    "verify",
     "commit",
     "rollback",
     "recover",

@@ -82,7 +82,9 @@ def _push(**o) -> None:
         lock_ttl_s=o["lock_ttl_s"],
         break_lock=o["break_lock"],
         keep_backups=o["keep_backups"],
-        smoke_sources=load_smoke_sources(prepared.suites, default_smoke_dir()),
+        smoke_sources=load_smoke_sources(
+            prepared.suites + prepared.after_restart, default_smoke_dir()
+        ),
     )
     run_and_exit(
         f"push {prepared.ref}", hosts, lambda r: push_host(r, prepared, opts), out, o["parallel"]

@@ -65,7 +65,11 @@ class FileEntry(_Strict):
 
 
 class SmokeConfig(_Strict):
+    """Suites run after install (`suites`) and after the service is healthy again
+    (`after_restart`, e.g. `server`, which asks the running server)."""
+
     suites: list[str] = ["integrity", "compile", "imports"]
+    after_restart: list[str] = []
     timeout_s: float = Field(default=900.0, gt=0)
 
 

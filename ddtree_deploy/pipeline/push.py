@@ -84,15 +84,18 @@ def _install(
     steps: list[list[tuple[str, object]]] = [
         [("install", rq.install_op(site, prepared)), ("compile", rq.compile_op(site, prepared))],
     ]
-    if opts.smoke_sources:
-        smoke = rq.smoke_op(run.host, site, prepared, opts.smoke_sources, prepared.smoke_timeout_s)
+    sources, timeout_s = opts.smoke_sources or {}, prepared.smoke_timeout_s
+    if prepared.suites:
+        smoke = rq.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)
         steps.append([("smoke", smoke)])
     restarted = opts.restart and run.host.service.kind != "none"
-    for stage, op in rq.service_ops(run.host) if restarted else []:
-        if stage == "restart":
-            steps.append([(stage, op)])
-        else:
-            steps[-1].append((stage, op))
+    if restarted:
+        steps.append(rq.service_ops(run.host))  # restart + health in one round trip
+        if prepared.after_restart:
+            verify = rq.smoke_op(
+                run.host, site, prepared, sources, timeout_s, prepared.after_restart
+            )
+            steps[-1].append(("verify", verify))
     did_restart = False
     for group in steps:
         did_restart = did_restart or any(stage == "restart" for stage, _ in group)

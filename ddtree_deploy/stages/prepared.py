@@ -56,6 +56,7 @@ class PreparedPatchset:
     target_version: str
     files: tuple[PreparedFile, ...]
     suites: tuple[str, ...]
+    after_restart: tuple[str, ...]
     smoke_timeout_s: float
 
     @property
@@ -89,6 +90,7 @@ def prepare_patchset(patchset: Patchset) -> PreparedPatchset:
         target_version=spec.target.version,
         files=files,
         suites=tuple(spec.smoke.suites),
+        after_restart=tuple(spec.smoke.after_restart),
         smoke_timeout_s=spec.smoke.timeout_s,
     )
 

@@ -81,8 +81,9 @@ def smoke_op(
     prepared: PreparedPatchset,
     sources: dict[str, str],
     timeout_s: float,
+    names: tuple[str, ...] | list[str] | None = None,
 ) -> Op:
-    """One op running every suite script with the host's python."""
+    """One op running the named suite scripts (default: all in sources) with the host's python."""
     common = {
         "package": prepared.package,
         "site_packages": site,
@@ -94,7 +95,7 @@ def smoke_op(
     suites = [
         {"name": name, "source": src, "input": common | {"suite": name}, "timeout_s": timeout_s}
         for name, src in sources.items()
-        if not name.endswith(".py")
+        if not name.endswith(".py") and (names is None or name in names)
     ]
     support = {name: src for name, src in sources.items() if name.endswith(".py")}
     return Op(op="smoke", args={"suites": suites, "support": support})
