@@ -1,0 +1,168 @@
+"""Inventories: defaults merge, and bad ones refused with one line, exit 2, no connection."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from ddtree_deploy.errors import InventoryError
+from ddtree_deploy.inventory import load_inventory, parse_inventory, select_hosts
+from tests.support import run_cli
+
+GOOD = """
+[defaults]
+user = "root"
+python = "/root/ml-env/bin/python3"
+[defaults.service]
+kind = "systemd"
+unit = "sglang.service"
+ready_timeout_s = 900
+
+[hosts.a]
+address = "ADDR"
+port = PORT
+groups = ["prod"]
+[hosts.a.service]
+health_url = "http://127.0.0.1:31000/health_generate"
+
+[hosts.b]
+address = "10.0.0.2"
+gpus = 8
+"""
+
+
+@pytest.fixture
+def listener():
+    """A TCP port that counts connections: proves a command never dialled out."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield sock.getsockname()[1], accepted
+    sock.close()
+
+
+def write(tmp_path: Path, text: str, port: int = 22) -> Path:
+    path = tmp_path / "inv.toml"
+    path.write_text(text.replace("ADDR", "127.0.0.1").replace("PORT", str(port)))
+    return path
+
+
+def test_defaults_merge_per_key_including_subtables(tmp_path):
+    inv = load_inventory(write(tmp_path, GOOD))
+    a, b = inv.hosts["a"], inv.hosts["b"]
+    assert a.python == "/root/ml-env/bin/python3" and a.groups == ("prod",)
+    assert a.service.unit == "sglang.service" and a.service.ready_timeout_s == 900
+    assert a.service.health_url.endswith(":31000/health_generate")
+    assert b.service.health_url == "http://127.0.0.1:30000/health_generate"
+    assert b.gpus == 8 and b.state_dir == "/var/lib/ddtree-deploy"
+    assert [h.name for h in select_hosts(inv, groups=["prod"])] == ["a"]
+    assert [h.name for h in select_hosts(inv, all_hosts=True, limit="b*")] == ["b"]
+
+
+def test_example_inventory_describes_ct129():
+    inv = load_inventory(Path(__file__).resolve().parents[2] / "inventories" / "example.toml")
+    ct = inv.hosts["ct129"]
+    assert (ct.address, ct.user, ct.python) == ("10.1.230.172", "root", "/root/ml-env/bin/python3")
+    assert ct.service.kind == "systemd" and ct.service.unit == "sglang.service"
+
+
+BAD = {
+    "missing_address": ('[hosts.x]\nport = 22\n', "host 'x': missing required key 'address'"),
+    "bad_port": ('[hosts.x]\naddress = "h"\nport = 70000\n', "host 'x': key 'port'"),
+    "port_not_int": ('[hosts.x]\naddress = "h"\nport = "ssh"\n', "host 'x': key 'port'"),
+    "unknown_key": ('[hosts.x]\naddress = "h"\nadress = "h"\n', "unknown key 'adress'"),
+    "unknown_top": ('[host.x]\naddress = "h"\n', "unknown top-level key 'host'"),
+    "unknown_service_kind": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "docker"\n',
+        "key 'service.kind'",
+    ),
+    "systemd_without_unit": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "systemd"\n',
+        "needs 'unit'",
+    ),
+    "duplicate_host": (
+        '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "h"\n',
+        "host 'y': duplicate of host 'x'",
+    ),
+    "toml_syntax": ('[hosts.x\naddress = "h"\n', "TOML syntax error"),
+    "relative_python": ('[hosts.x]\naddress = "h"\npython = "bin/python"\n', "key 'python'"),
+    "no_hosts": ('[defaults]\nuser = "root"\n', "no [hosts.NAME] tables"),
+    "bad_health_url": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nhealth_url = "localhost:1"\n',
+        "health_url must be http",
+    ),
+    "unsplittable_command": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "command"\n'
+        "start = \"run 'unclosed\"\nstop = \"x\"\n",
+        "cannot split command",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_inventory_is_one_clear_error(case, tmp_path):
+    text, expected = BAD[case]
+    path = tmp_path / f"{case}.toml"
+    path.write_text(text)
+    with pytest.raises(InventoryError) as err:
+        load_inventory(path)
+    assert expected in str(err.value) and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--group", "nope"], "unknown group 'nope'"),
+        (["--host", "zz"], "unknown host 'zz'"),
+        ([], "no target"),
+        (["--all", "--limit", "q*"], "matches no host"),
+    ],
+)
+def test_cli_bad_target_exit_2_without_connecting(args, expected, tmp_path, listener):
+    port, accepted = listener
+    inv = write(tmp_path, GOOD, port)
+    done = run_cli("status", "-i", str(inv), *args)
+    assert done.returncode == 2, done.stderr
+    assert expected in done.stderr and str(inv) in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert accepted == []
+
+
+def test_cli_missing_inventory_file_exit_2(tmp_path):
+    done = run_cli("push", "-i", str(tmp_path / "absent.toml"), "--all")
+    assert done.returncode == 2
+    assert "absent.toml: inventory file not found" in done.stderr
+
+
+def test_cli_bad_inventory_exit_2_names_file_host_key(tmp_path, listener):
+    port, accepted = listener
+    inv = write(tmp_path, GOOD.replace("gpus = 8", "gpus = -1"), port)
+    done = run_cli("push", "-i", str(inv), "--all")
+    assert done.returncode == 2
+    assert f"{inv}: host 'b': key 'gpus'" in done.stderr
+    assert accepted == []
+
+
+def test_env_var_names_the_default_inventory(tmp_path):
+    inv = write(tmp_path, GOOD)
+    done = run_cli("status", "--host", "zz", env={"DDTREE_DEPLOY_INVENTORY": str(inv)})
+    assert done.returncode == 2 and str(inv) in done.stderr
+
+
+def test_parse_inventory_is_pure():
+    inv = parse_inventory({"hosts": {"x": {"address": "h", "transport": "local"}}}, "mem")
+    assert inv.hosts["x"].transport == "local"
