@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import os
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,9 +52,14 @@ def find_free_block(
 @contextmanager
 def hold_allocation_lock() -> Iterator[None]:
     """Serialise address picking and sshd start-up across processes on this machine."""
-    with open(ALLOCATION_LOCK, "a+") as lock_file:
-        fcntl.flock(lock_file, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock_file, fcntl.LOCK_UN)
+    # flock needs only an open fd, so users who cannot write the file can still share it.
+    try:
+        fd = os.open(ALLOCATION_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        os.fchmod(fd, 0o666)
+    except PermissionError:
+        fd = os.open(ALLOCATION_LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -205,3 +205,18 @@ def test_requirement_pins_and_cache_key():
     assert key != compute_base_key("a==2", "torch==2.13.0", "3.11.2", "d")
     with pytest.raises(ValueError):
         read_requirement_pins("numpy>=2\n")
+
+
+def test_failed_build_leaves_no_cache_entry(tmp_path):
+    from ddtree_deploy.sandbox.baseenv import _is_ready, _temp_build_dir
+
+    final = tmp_path / "base-abc"
+    with pytest.raises(RuntimeError), _temp_build_dir(tmp_path, final) as tmp:
+        tmp.mkdir()
+        (tmp / "half-written").write_text("x")
+        raise RuntimeError("pip died")
+    assert not final.exists() and not list(tmp_path.glob(".tmp-*"))
+    with _temp_build_dir(tmp_path, final) as tmp:
+        tmp.mkdir()
+        (tmp / "ready").write_text("{}")
+    assert _is_ready(final) and not list(tmp_path.glob(".tmp-*"))
