@@ -314,6 +314,8 @@ def main() -> int:
         checks = run_checks(ddtree_utils)
         failed = [c for c in checks if not c["passed"]]
         details = "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
+        if failed:  # where: the module the host's python really imported
+            details = f"{ddtree_utils.__file__}: {details}"
     except BaseException:  # always answer with the JSON line
         details = "suite crashed: " + traceback.format_exc()[-1500:]
     passed = bool(checks) and not details

@@ -38,12 +38,17 @@ def import_in_fresh_process(names, timeout_s=600):
     """name -> None or {error, frames, tail}, from one new interpreter."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, json.dumps(names)],
-        capture_output=True, text=True, timeout=timeout_s,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if not lines:
-        err = {"error": f"interpreter died (exit {done.returncode})", "frames": [],
-               "tail": done.stderr[-1500:]}
+        err = {
+            "error": f"interpreter died (exit {done.returncode})",
+            "frames": [],
+            "tail": done.stderr[-1500:],
+        }
         return {name: err for name in names}
     return json.loads(lines[-1])
 
@@ -112,8 +117,9 @@ def main():
             else:
                 unavailable[name] = failure["error"][:200]
     if unavailable:
-        suite.check("unavailable on this host (not caused by the patch)", True,
-                    json.dumps(unavailable))
+        suite.check(
+            "unavailable on this host (not caused by the patch)", True, json.dumps(unavailable)
+        )
     suite.finish()
 
 

@@ -18,13 +18,14 @@ def main():
     suite = Suite("integrity")
     site = suite.input.get("site_packages") or ""
     for f in suite.input.get("files", []):
-        actual = file_sha256(os.path.join(site, f["path"]))
-        suite.check(
-            f["path"],
-            actual == f["result_sha256"],
-            "ok" if actual == f["result_sha256"]
-            else f"sha256 {actual} != lock {f['result_sha256']} in {site}",
-        )
+        path = os.path.join(site, f["path"])
+        actual = file_sha256(path)
+        if actual == f["result_sha256"]:
+            suite.check(f["path"], True, "ok")
+        elif actual is None:
+            suite.check(f["path"], False, f"{path}: missing (lock expects {f['result_sha256']})")
+        else:
+            suite.check(f["path"], False, f"{path}: sha256 {actual} != lock {f['result_sha256']}")
     suite.finish()
 
 

@@ -79,7 +79,9 @@ def smoke(
     suite: Annotated[
         list[str] | None,
         typer.Option(
-            "--suite", "-s", help="Suite to run (repeat); default: the patchset's suites."
+            "--suite",
+            "-s",
+            help="Suite to run (repeat); default: the patchset's suites and after_restart.",
         ),
     ] = None,
     json: JsonOpt = False,
@@ -94,7 +96,8 @@ def smoke(
 def _smoke(**o) -> None:
     hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
     prepared = load_prepared(o["patchset"], o["patchsets_dir"])
-    sources = load_smoke_sources(o["suite"] or prepared.suites, default_smoke_dir())
+    names = o["suite"] or [*prepared.suites, *prepared.after_restart]
+    sources = load_smoke_sources(names, default_smoke_dir())
     run_and_exit(
         f"smoke {prepared.ref}",
         hosts,

@@ -184,7 +184,11 @@ def _unlock(run: HostRun) -> None:
 
 
 def smoke_host(run: HostRun, prepared: PreparedPatchset, sources: dict[str, str]) -> HostResult:
-    """Run smoke suites against what is installed now; read-only."""
+    """Run the smoke suites in `sources` against what is installed now; read-only.
+
+    Emits one `smoke` info event per suite (data: the suite's result line) and returns the
+    results as details["suites"]; the outcome is FAILED when any suite failed.
+    """
     facts = _facts(run, prepared, "preflight")
     if isinstance(facts, HostResult):
         return facts
@@ -197,5 +201,17 @@ def smoke_host(run: HostRun, prepared: PreparedPatchset, sources: dict[str, str]
         return run.result(Outcome.NEEDS_ATTENTION, f"connection lost: {exc}")
     result = response.results[0]
     suites = (result.data or {}).get("suites", [])
+    for suite in suites:
+        run.recorder.info("smoke", describe_suite(suite), data=suite)
     outcome = Outcome.OK if result.ok else Outcome.FAILED
     return run.result(outcome, result.error or "all suites passed", details={"suites": suites})
+
+
+def describe_suite(suite: dict[str, Any]) -> str:
+    """Return one line for a suite result: `name: verdict (passed/total checks)[: details]`."""
+    checks = suite.get("checks") or []
+    passed = sum(1 for c in checks if c.get("passed"))
+    verdict = "skipped" if suite.get("skipped") else "passed" if suite.get("passed") else "FAILED"
+    line = f"{suite.get('suite', '?')}: {verdict} ({passed}/{len(checks)} checks)"
+    details = str(suite.get("details") or "")
+    return f"{line}: {details[:300]}" if details and verdict != "passed" else line

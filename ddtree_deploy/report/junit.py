@@ -1,38 +1,62 @@
-"""JUnit XML: one testcase per host x stage (or host x smoke suite)."""
+"""JUnit XML: one testcase per host x stage, plus one `smoke.<suite>` case per suite run."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from ddtree_deploy.pipeline import HostResult
+
+_MESSAGE_CHARS = 1000
+
+
+def suite_results(result: HostResult) -> list[dict[str, Any]]:
+    """Return the smoke suite results a host result carries: `smoke` puts them in
+    details["suites"]; a push that failed in smoke/verify keeps them in the failure data."""
+    if result.details.get("suites"):
+        return list(result.details["suites"])
+    failure = result.details.get("failure") or {}
+    return list((failure.get("data") or {}).get("suites") or [])
+
+
+def _suite_failure_text(suite: dict[str, Any]) -> str:
+    """Every failed check as `name: detail`, else the suite's own details."""
+    failed = [c for c in suite.get("checks") or [] if not c.get("passed")]
+    if failed:
+        return "\n".join(f"{c.get('name')}: {c.get('detail', '')}" for c in failed)
+    return str(suite.get("details") or "failed")
 
 
 def junit_xml(name: str, results: list[HostResult]) -> str:
     suite = ET.Element("testsuite", name=name)
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for r in results:
-        cases = [(rec.stage, rec.ok, rec.skipped, rec.duration_s, rec.message) for rec in r.records]
-        for s in r.details.get("suites") or []:
+        cases = [
+            (rec.stage, rec.ok, rec.skipped, rec.duration_s, rec.message, rec.message)
+            for rec in r.records
+        ]
+        for s in suite_results(r):
             cases.append(
                 (
                     f"smoke.{s.get('suite')}",
                     bool(s.get("passed")),
                     bool(s.get("skipped")),
                     float(s.get("duration_s") or 0),
-                    str(s.get("details", "")),
+                    str(s.get("details") or ""),
+                    _suite_failure_text(s),
                 )
             )
-        for stage, ok, skipped, duration_s, message in cases:
+        for stage, ok, skipped, duration_s, message, text in cases:
             case = ET.SubElement(
                 suite, "testcase", classname=r.host, name=stage, time=f"{duration_s:.3f}"
             )
             counts["tests"] += 1
             if skipped:
-                ET.SubElement(case, "skipped", message=message)
+                ET.SubElement(case, "skipped", message=message[:_MESSAGE_CHARS])
                 counts["skipped"] += 1
             elif not ok:
-                ET.SubElement(case, "failure", message=message[:1000]).text = message
+                ET.SubElement(case, "failure", message=message[:_MESSAGE_CHARS]).text = text
                 counts["failures"] += 1
     for key, value in counts.items():
         suite.set(key, str(value))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from ddtree_deploy.pipeline import HostResult, Outcome
@@ -60,14 +61,18 @@ def facts_table(results: list[HostResult]) -> Table:
 
 
 def smoke_table(results: list[HostResult]) -> Table:
+    """One row per host x suite: verdict, checks passed, time, and what failed where."""
     table = Table(title="smoke")
-    for col in ("host", "suite", "result", "time", "details"):
+    for col in ("host", "suite", "result", "checks", "time", "details"):
         table.add_column(col, overflow="fold")
     for r in results:
         suites = r.details.get("suites") or []
         if not suites:
-            table.add_row(r.host, "-", f"[red]{r.outcome.value}[/]", "-", r.message)
+            style = _OUTCOME_STYLE[r.outcome]
+            table.add_row(r.host, "-", f"[{style}]{r.outcome.value}[/]", "-", "-", r.message)
         for s in suites:
+            checks = s.get("checks") or []
+            failed = [c for c in checks if not c.get("passed")]
             verdict = (
                 "[yellow]skipped[/]"
                 if s.get("skipped")
@@ -75,12 +80,14 @@ def smoke_table(results: list[HostResult]) -> Table:
                 if s.get("passed")
                 else "[red]FAILED[/]"
             )
+            details = "\n".join(f"{c['name']}: {c.get('detail', '')[:300]}" for c in failed)
             table.add_row(
                 r.host,
                 s.get("suite", "?"),
                 verdict,
+                f"{len(checks) - len(failed)}/{len(checks)}",
                 f"{s.get('duration_s', 0):.2f}s",
-                str(s.get("details", ""))[:400],
+                escape(details or str(s.get("details", ""))[:400]),
             )
     return table
 

@@ -90,7 +90,11 @@ def smoke_op(
         "patchset": prepared.ref,
         "files": [{"path": f.path, "result_sha256": f.result_sha256} for f in prepared.files],
         "modules": prepared.modules,
-        "options": {"gpus": host.gpus, "server": host.smoke.model_dump()},
+        "options": {
+            "gpus": host.gpus,
+            "server": host.smoke.model_dump(),
+            "service": host.service.kind,
+        },
     }
     suites = [
         {"name": name, "source": src, "input": common | {"suite": name}, "timeout_s": timeout_s}
