@@ -1,5 +1,43 @@
-"""Many hosts: bounded parallelism (and later canary/waves)."""
+"""Many hosts: bounded parallelism, canary, waves, max-fail, undo after a stop, shards."""
 
-from ddtree_deploy.fleet.run import HostFn, run_hosts, run_one
+from ddtree_deploy.fleet.policy import (
+    Count,
+    Wave,
+    max_fail_exceeded,
+    parse_batches,
+    parse_count,
+    parse_shard,
+    plan_waves,
+    shard_items,
+    stop_reason,
+)
+from ddtree_deploy.fleet.run import (
+    SUCCESS,
+    FleetResult,
+    HostFn,
+    RolloutPolicy,
+    UndoFn,
+    run_hosts,
+    run_one,
+    run_rollout,
+)
 
-__all__ = ["HostFn", "run_hosts", "run_one"]
+__all__ = [
+    "SUCCESS",
+    "Count",
+    "FleetResult",
+    "HostFn",
+    "RolloutPolicy",
+    "UndoFn",
+    "Wave",
+    "max_fail_exceeded",
+    "parse_batches",
+    "parse_count",
+    "parse_shard",
+    "plan_waves",
+    "run_hosts",
+    "run_one",
+    "run_rollout",
+    "shard_items",
+    "stop_reason",
+]

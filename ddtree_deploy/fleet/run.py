@@ -1,34 +1,98 @@
-"""Run one per-host function across hosts with bounded concurrency."""
+"""Run one per-host function across hosts: bounded concurrency, canary, waves, max-fail, undo.
+
+Each host gets one transport (one SSH connection) for the whole command: a host whose change
+may still be undone keeps its connection open until the run ends, and the undo reuses it.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from ddtree_deploy.events import EventSink, HostRecorder
+from ddtree_deploy.fleet.policy import Count, Wave, plan_waves, stop_reason
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline import HostResult, HostRun, Outcome
 from ddtree_deploy.transport import open_transport
 
 HostFn = Callable[[HostRun], HostResult]
+# Undo a host's successful change after the fleet stopped: (its run, the result it ended with).
+UndoFn = Callable[[HostRun, HostResult], HostResult]
+
+SUCCESS = frozenset({Outcome.OK, Outcome.NO_CHANGES})
 
 
-def run_one(host: Host, fn: HostFn, run_id: str, sink: EventSink) -> HostResult:
-    """Open the host's transport, run fn, always close; bugs become a result, not a crash."""
-    recorder = HostRecorder(host=host.name, run_id=run_id, sink=sink)
-    started = time.monotonic()
-    transport = open_transport(host)
-    try:
-        result = fn(HostRun(host=host, transport=transport, recorder=recorder, run_id=run_id))
-    except Exception as exc:  # noqa: BLE001 - one host's bug must not kill the fleet
-        result = HostResult(
-            host.name, Outcome.NEEDS_ATTENTION, f"internal error: {type(exc).__name__}: {exc}"
+@dataclass(frozen=True)
+class RolloutPolicy:
+    """How many hosts at a time, in which waves, and when to stop starting new ones."""
+
+    parallel: int = 16
+    canary: int = 0
+    batches: tuple[Count, ...] = ()
+    max_fail: Count | None = None
+    rollback_on_abort: bool = True
+
+
+@dataclass
+class FleetResult:
+    """Every selected host's result in selection order, the waves planned, and why it stopped."""
+
+    results: list[HostResult]
+    waves: list[Wave]
+    stopped: str | None = None
+
+    @property
+    def succeeded(self) -> list[HostResult]:
+        return [r for r in self.results if r.outcome in SUCCESS]
+
+    @property
+    def failed(self) -> list[HostResult]:
+        return [r for r in self.results if r.outcome not in SUCCESS | {Outcome.NOT_STARTED}]
+
+    @property
+    def not_started(self) -> list[HostResult]:
+        return [r for r in self.results if r.outcome == Outcome.NOT_STARTED]
+
+
+class _HostSession:
+    """One host's transport, recorder and run for the whole command."""
+
+    def __init__(self, host: Host, run_id: str, sink: EventSink, wave: str = ""):
+        self.recorder = HostRecorder(host=host.name, run_id=run_id, sink=sink)
+        self.transport = open_transport(host)
+        self.run = HostRun(
+            host=host, transport=self.transport, recorder=self.recorder, run_id=run_id
         )
-        result.records = recorder.records
-    finally:
-        transport.close()
-    result.details.setdefault("duration_s", round(time.monotonic() - started, 3))
+        self.wave = wave
+        self.duration_s = 0.0
+
+    def attempt(self, fn: HostFn) -> HostResult:
+        """fn on this host, timed; a bug in fn becomes NEEDS_ATTENTION, not a dead fleet."""
+        started = time.monotonic()
+        try:
+            result = fn(self.run)
+        except Exception as exc:  # noqa: BLE001 - one host's bug must not kill the fleet
+            result = self.run.result(
+                Outcome.NEEDS_ATTENTION, f"internal error: {type(exc).__name__}: {exc}"
+            )
+        self.duration_s += time.monotonic() - started
+        return result
+
+    def finish(self, result: HostResult) -> HostResult:
+        """Close the transport and emit the host's one `summary` event."""
+        self.transport.close()
+        summarise(self.recorder, result, self.duration_s, self.wave)
+        return result
+
+
+def summarise(recorder: HostRecorder, result: HostResult, duration_s: float, wave: str) -> None:
+    """Stamp duration and wave on the result and emit its `summary` info event."""
+    result.details.setdefault("duration_s", round(duration_s, 3))
+    if wave:
+        result.details.setdefault("wave", wave)
     recorder.info(
         "summary",
         result.message,
@@ -36,16 +100,137 @@ def run_one(host: Host, fn: HostFn, run_id: str, sink: EventSink) -> HostResult:
             "outcome": result.outcome.value,
             "deploy_id": result.deploy_id,
             "version_now": result.version_now,
+            "duration_s": result.details["duration_s"],
+            "wave": wave or None,
         },
     )
-    return result
+
+
+def run_one(host: Host, fn: HostFn, run_id: str, sink: EventSink) -> HostResult:
+    """Open the host's transport, run fn, always close; bugs become a result, not a crash."""
+    session = _HostSession(host, run_id, sink)
+    try:
+        result = session.attempt(fn)
+    except BaseException:  # Ctrl-C: still hang up before leaving
+        session.transport.close()
+        raise
+    return session.finish(result)
 
 
 def run_hosts(
     hosts: list[Host], fn: HostFn, run_id: str, sink: EventSink, parallel: int = 16
 ) -> list[HostResult]:
     """fn on every host, at most `parallel` at a time; results in host order."""
-    if len(hosts) <= 1 or parallel <= 1:
-        return [run_one(h, fn, run_id, sink) for h in hosts]
-    with ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool:
-        return list(pool.map(lambda h: run_one(h, fn, run_id, sink), hosts))
+    return run_rollout(hosts, fn, run_id, sink, RolloutPolicy(parallel=parallel)).results
+
+
+def run_rollout(
+    hosts: list[Host],
+    fn: HostFn,
+    run_id: str,
+    sink: EventSink,
+    policy: RolloutPolicy,
+    undo: UndoFn | None = None,
+) -> FleetResult:
+    """fn on every host wave by wave; after a stop, undo the hosts this run changed.
+
+    A host not started when the fleet stops ends NOT_STARTED (a `connect` skip event) and is
+    never touched. With `undo` and `policy.rollback_on_abort`, every host that ended OK with a
+    deploy_id is undone once the failed wave has settled, so the fleet ends where it began.
+    """
+    rollout = _Rollout(hosts, fn, run_id, sink, policy, undo)
+    return rollout.run()
+
+
+@dataclass
+class _Rollout:
+    hosts: list[Host]
+    fn: HostFn
+    run_id: str
+    sink: EventSink
+    policy: RolloutPolicy
+    undo: UndoFn | None
+    results: dict[str, HostResult] = field(default_factory=dict)
+    kept: dict[str, _HostSession] = field(default_factory=dict)
+    failed: int = 0
+    failed_in_wave: dict[int, int] = field(default_factory=dict)
+    stopped: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> FleetResult:
+        by_name = {h.name: h for h in self.hosts}
+        waves = plan_waves(list(by_name), self.policy.canary, self.policy.batches)
+        workers = max(1, min(self.policy.parallel, len(self.hosts)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for wave in waves:
+                if self.stopped:
+                    break
+                list(pool.map(lambda name, w=wave: self._start(by_name[name], w), wave.hosts))
+            wave_of = {name: w.label for w in waves for name in w.hosts}
+            for host in self.hosts:
+                if host.name not in self.results:
+                    self._skip(host, wave_of.get(host.name, ""))
+            if self.stopped and self.kept and self.undo and self.policy.rollback_on_abort:
+                list(pool.map(self._undo, list(self.kept)))
+        for name, session in list(self.kept.items()):
+            session.finish(self.results[name])
+        ordered = [self.results[h.name] for h in self.hosts]
+        return FleetResult(ordered, waves, self.stopped)
+
+    def _start(self, host: Host, wave: Wave) -> None:
+        with self._lock:
+            if self.stopped:
+                return  # becomes NOT_STARTED below
+        session = _HostSession(host, self.run_id, self.sink, wave.label)
+        result = session.attempt(self.fn)
+        keep = (
+            self.undo is not None
+            and self.policy.rollback_on_abort
+            and result.outcome == Outcome.OK
+            and result.deploy_id is not None
+        )
+        with self._lock:
+            self.results[host.name] = result
+            if keep:
+                self.kept[host.name] = session
+            if result.outcome not in SUCCESS:
+                self.failed += 1
+                self.failed_in_wave[wave.index] = self.failed_in_wave.get(wave.index, 0) + 1
+                if self.stopped is None:
+                    self.stopped = stop_reason(
+                        wave,
+                        self.failed_in_wave[wave.index],
+                        self.failed,
+                        len(self.hosts),
+                        self.policy.max_fail,
+                    )
+        if not keep:
+            session.finish(result)
+
+    def _skip(self, host: Host, wave: str) -> None:
+        recorder = HostRecorder(host=host.name, run_id=self.run_id, sink=self.sink)
+        reason = f"not started: fleet stopped ({self.stopped})"
+        recorder.skip("connect", reason)
+        result = HostResult(host.name, Outcome.NOT_STARTED, reason, records=recorder.records)
+        summarise(recorder, result, 0.0, wave)
+        self.results[host.name] = result
+
+    def _undo(self, name: str) -> None:
+        session = self.kept[name]
+        done = self.results[name]
+        assert self.undo is not None
+        undone = session.attempt(lambda run: self.undo(run, done))  # type: ignore[misc]
+        if undone.outcome in (Outcome.OK, Outcome.ROLLED_BACK):
+            outcome = Outcome.ROLLED_BACK
+            message = f"deployed, then rolled back: fleet stopped ({self.stopped})"
+        else:
+            outcome = Outcome.NEEDS_ATTENTION
+            message = f"deployed; rollback after the fleet stopped failed: {undone.message}"
+        self.results[name] = HostResult(
+            host=name,
+            outcome=outcome,
+            message=message,
+            deploy_id=done.deploy_id,
+            details={**done.details, "undo": undone.message},
+            records=session.recorder.records,
+        )
