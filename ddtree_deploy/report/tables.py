@@ -85,7 +85,7 @@ def smoke_table(results: list[HostResult]) -> Table:
                 r.host,
                 s.get("suite", "?"),
                 verdict,
-                f"{len(checks) - len(failed)}/{len(checks)}",
+                f"{len(checks) - len(failed)}/{len(checks)}" if checks else "-",
                 f"{s.get('duration_s', 0):.2f}s",
                 escape(details or str(s.get("details", ""))[:400]),
             )
