@@ -19,20 +19,29 @@ from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
 
 from .common import (
     AllOpt,
+    BatchOpt,
+    CanaryOpt,
     GroupOpt,
     HostOpt,
     InventoryOpt,
     JsonOpt,
     JunitOpt,
     LimitOpt,
+    MaxFailOpt,
     Output,
     ParallelOpt,
     PatchsetOpt,
     PatchsetsDirOpt,
+    RollbackOnAbortOpt,
+    ShardOpt,
+    SummaryFileOpt,
     Targets,
     VerboseOpt,
+    YesOpt,
+    confirm_targets,
     handle_config_errors,
     load_prepared,
+    rollout_policy,
     run_and_exit,
 )
 
@@ -50,6 +59,7 @@ def push(
     group: GroupOpt = None,
     all_hosts: AllOpt = False,
     limit: LimitOpt = None,
+    shard: ShardOpt = None,
     patchset: PatchsetOpt = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
     no_restart: NoRestartOpt = False,
@@ -57,25 +67,37 @@ def push(
     break_lock: BreakLockOpt = False,
     keep_backups: Annotated[int, typer.Option("--keep-backups", min=1)] = 5,
     lock_ttl_s: Annotated[float, typer.Option("--lock-ttl", help="Seconds.")] = 3600.0,
+    parallel: ParallelOpt = 16,
+    canary: CanaryOpt = 0,
+    batch: BatchOpt = None,
+    max_fail: MaxFailOpt = None,
+    rollback_on_abort: RollbackOnAbortOpt = True,
     json: JsonOpt = False,
     junit: JunitOpt = None,
-    parallel: ParallelOpt = 16,
+    summary_file: SummaryFileOpt = None,
+    yes: YesOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
 
-    Any failure after the backup rolls the host back by itself (exit 1).
+    Any failure after the backup rolls the host back by itself (exit 1). Hosts go in waves:
+    --canary N alone first, then --batch sizes; once --max-fail is passed (or a canary
+    fails) no new host starts, and hosts this run deployed are rolled back.
     """
     _push(**locals())
 
 
 @handle_config_errors
 def _push(**o) -> None:
-    out = Output(o["json"], o["junit"], o["verbose"])
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    out = Output.of(o)
+    hosts = Targets.of(o).resolve()
     prepared = load_prepared(o["patchset"], o["patchsets_dir"])
+    policy = rollout_policy(o)
     if o["dry_run"]:
-        run_and_exit(f"plan {prepared.ref}", hosts, lambda r: plan_host(r, prepared), out)
+        run_and_exit(
+            f"plan {prepared.ref}", hosts, lambda r: plan_host(r, prepared), out, o["parallel"]
+        )
+    confirm_targets(f"push {prepared.ref}", hosts, o["yes"])
     opts = PushOptions(
         holder=controller_holder(),
         restart=not o["no_restart"],
@@ -87,7 +109,12 @@ def _push(**o) -> None:
         ),
     )
     run_and_exit(
-        f"push {prepared.ref}", hosts, lambda r: push_host(r, prepared, opts), out, o["parallel"]
+        f"push {prepared.ref}",
+        hosts,
+        lambda r: push_host(r, prepared, opts),
+        out,
+        policy=policy,
+        undo=lambda r, done: rollback_host(r, opts.holder, done.deploy_id, opts.restart),
     )
 
 
@@ -97,10 +124,13 @@ def plan(
     group: GroupOpt = None,
     all_hosts: AllOpt = False,
     limit: LimitOpt = None,
+    shard: ShardOpt = None,
     patchset: PatchsetOpt = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
+    parallel: ParallelOpt = 16,
     json: JsonOpt = False,
     junit: JunitOpt = None,
+    summary_file: SummaryFileOpt = None,
 ) -> None:
     """Show what a push would do per file (new/patched/unchanged/drifted); writes nothing."""
     _plan(**locals())
@@ -108,13 +138,14 @@ def plan(
 
 @handle_config_errors
 def _plan(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     prepared = load_prepared(o["patchset"], o["patchsets_dir"])
     run_and_exit(
         f"plan {prepared.ref}",
         hosts,
         lambda r: plan_host(r, prepared),
-        Output(o["json"], o["junit"]),
+        Output.of(o),
+        o["parallel"],
         table=plan_table,
     )
 
@@ -125,12 +156,15 @@ def rollback(
     group: GroupOpt = None,
     all_hosts: AllOpt = False,
     limit: LimitOpt = None,
+    shard: ShardOpt = None,
     to: Annotated[str | None, typer.Option("--to", help="Restore this deploy's backup.")] = None,
     no_restart: NoRestartOpt = False,
     break_lock: BreakLockOpt = False,
     json: JsonOpt = False,
     junit: JunitOpt = None,
+    summary_file: SummaryFileOpt = None,
     parallel: ParallelOpt = 16,
+    yes: YesOpt = False,
 ) -> None:
     """Restore the backup of the last committed deploy (or --to DEPLOY_ID), then health-check."""
     _rollback(**locals())
@@ -138,14 +172,15 @@ def rollback(
 
 @handle_config_errors
 def _rollback(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     holder = controller_holder()
     restart = not o["no_restart"]
+    confirm_targets("rollback", hosts, o["yes"])
     run_and_exit(
         "rollback",
         hosts,
         lambda r: rollback_host(r, holder, o["to"], restart, o["break_lock"]),
-        Output(o["json"], o["junit"]),
+        Output.of(o),
         o["parallel"],
     )
 

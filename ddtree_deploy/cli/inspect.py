@@ -28,6 +28,8 @@ from .common import (
     ParallelOpt,
     PatchsetOpt,
     PatchsetsDirOpt,
+    ShardOpt,
+    SummaryFileOpt,
     Targets,
     handle_config_errors,
     load_prepared,
@@ -44,12 +46,15 @@ def status(
     group: GroupOpt = None,
     all_hosts: AllOpt = False,
     limit: LimitOpt = None,
+    shard: ShardOpt = None,
     patchset: Annotated[
         str | None, typer.Option("--patchset", "-p", help="Also report drift against this.")
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
     json: JsonOpt = False,
     junit: JunitOpt = None,
+    summary_file: SummaryFileOpt = None,
+    parallel: ParallelOpt = 16,
 ) -> None:
     """Deployed patchset per host, drift, lock, last journal entries, backups."""
     _status(**locals())
@@ -57,13 +62,14 @@ def status(
 
 @handle_config_errors
 def _status(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     prepared = load_prepared(o["patchset"], o["patchsets_dir"]) if o["patchset"] else None
     run_and_exit(
         "status",
         hosts,
         lambda r: status_host(r, prepared),
-        Output(o["json"], o["junit"]),
+        Output.of(o),
+        o["parallel"],
         table=status_table,
     )
 
@@ -74,6 +80,7 @@ def smoke(
     group: GroupOpt = None,
     all_hosts: AllOpt = False,
     limit: LimitOpt = None,
+    shard: ShardOpt = None,
     patchset: PatchsetOpt = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
     suite: Annotated[
@@ -86,6 +93,7 @@ def smoke(
     ] = None,
     json: JsonOpt = False,
     junit: JunitOpt = None,
+    summary_file: SummaryFileOpt = None,
     parallel: ParallelOpt = 16,
 ) -> None:
     """Run smoke suites on hosts against what is installed now (changes nothing)."""
@@ -94,7 +102,7 @@ def smoke(
 
 @handle_config_errors
 def _smoke(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     prepared = load_prepared(o["patchset"], o["patchsets_dir"])
     names = o["suite"] or [*prepared.suites, *prepared.after_restart]
     sources = load_smoke_sources(names, default_smoke_dir())
@@ -102,7 +110,7 @@ def _smoke(**o) -> None:
         f"smoke {prepared.ref}",
         hosts,
         lambda r: smoke_host(r, prepared, sources),
-        Output(o["json"], o["junit"]),
+        Output.of(o),
         o["parallel"],
         table=smoke_table,
     )

@@ -1,0 +1,94 @@
+"""The end-of-run summary: a Rich table for people, a Markdown table for a CI job summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from ddtree_deploy.pipeline import HostResult, Outcome
+
+_STYLE = {
+    Outcome.OK: "green",
+    Outcome.NO_CHANGES: "green",
+    Outcome.NOT_STARTED: "dim",
+    Outcome.ROLLED_BACK: "yellow",
+    Outcome.REFUSED: "red",
+    Outcome.NEEDS_ATTENTION: "bold red",
+    Outcome.LOCKED: "magenta",
+    Outcome.FAILED: "red",
+}
+# Outcomes that leave the host's files as they were before this run.
+_UNCHANGED = {Outcome.NOT_STARTED, Outcome.ROLLED_BACK, Outcome.REFUSED, Outcome.LOCKED}
+
+
+def version_label(result: HostResult) -> str:
+    """What the host runs now: the version, `as before` when this run changed nothing, or `?`."""
+    if result.version_now:
+        return result.version_now
+    if result.outcome in _UNCHANGED:
+        return "as before"
+    return "?" if result.outcome == Outcome.NEEDS_ATTENTION else "-"
+
+
+def count_outcomes(results: list[HostResult]) -> dict[str, int]:
+    """{outcome: hosts} in Outcome order, zero counts left out."""
+    counts = {o.value: sum(r.outcome == o for r in results) for o in Outcome}
+    return {k: v for k, v in counts.items() if v}
+
+
+def _headline(results: list[HostResult], stopped: str | None) -> str:
+    counts = ", ".join(f"{v} {k}" for k, v in count_outcomes(results).items()) or "no hosts"
+    return f"{counts}" + (f"; stopped: {stopped}" if stopped else "")
+
+
+def fleet_table(title: str, results: list[HostResult], stopped: str | None = None) -> Table:
+    """One row per host: outcome, version now, wave, duration, message."""
+    table = Table(title=title, caption=escape(_headline(results, stopped)))
+    for col in ("host", "outcome", "version now", "wave", "duration", "message"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(
+            escape(r.host),
+            f"[{_STYLE[r.outcome]}]{r.outcome.value}[/]",
+            escape(version_label(r)),
+            escape(str(r.details.get("wave") or "-")),
+            f"{r.details.get('duration_s', 0):.1f}s",
+            escape(r.message),
+        )
+    return table
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")[:300]
+
+
+def summary_markdown(title: str, results: list[HostResult], stopped: str | None = None) -> str:
+    """A GitHub/GitLab-flavoured Markdown section: heading, headline, per-host table."""
+    lines = [
+        f"### ddtree-deploy {_cell(title)}",
+        "",
+        f"**{_cell(_headline(results, stopped))}**",
+        "",
+        "| host | outcome | version now | wave | duration | message |",
+        "| --- | --- | --- | --- | ---: | --- |",
+    ]
+    for r in results:
+        cells = [
+            r.host,
+            r.outcome.value,
+            version_label(r),
+            str(r.details.get("wave") or "-"),
+            f"{r.details.get('duration_s', 0):.1f}s",
+            r.message,
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n\n"
+
+
+def append_summary(path: Path, markdown: str) -> None:
+    """Append (as $GITHUB_STEP_SUMMARY expects), creating the file and its folder if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(markdown)
