@@ -15,7 +15,9 @@ DDTREE_100 = REPO / "patchsets" / "ddtree" / "1.0.0"
 FAST_SUITES = ["integrity", "compile"]
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """`python -m ddtree_deploy ARGS` in a real process; stdout/stderr captured as text."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(

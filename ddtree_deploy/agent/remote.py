@@ -53,12 +53,15 @@ def sha256_file(path):
         return None
 
 
-def classify_file(current, base, result):
-    """Where one file stands: "unchanged" (at result), "pending" (at base), or "drifted"."""
+def classify_file(current, base, result, upgrades=()):
+    """Where one file stands: "unchanged" (at result), "pending" (at the pinned base),
+    "upgrade" (at another locked version of the same patchset), or "drifted"."""
     if current == result:
         return "unchanged"
     if current == base:
         return "pending"
+    if current in upgrades:
+        return "upgrade"
     return "drifted"
 
 
@@ -311,7 +314,9 @@ def op_check_plan(ctx, args):
     states = {}
     for spec in args["files"]:
         current = facts["files"][spec["path"]]["sha256"]
-        states[spec["path"]] = classify_file(current, spec["base_sha256"], spec["result_sha256"])
+        states[spec["path"]] = classify_file(
+            current, spec["base_sha256"], spec["result_sha256"], spec.get("upgrade_sha256", ())
+        )
     drifted = sorted(p for p, st in states.items() if st == "drifted")
     if drifted:
         raise OpFailed(
@@ -412,7 +417,7 @@ def op_install(ctx, args):
         current = sha256_file(full)
         if current == spec["result_sha256"]:
             continue
-        if current != spec.get("base_sha256"):
+        if current != spec.get("base_sha256") and current not in spec.get("upgrade_sha256", ()):
             raise OpFailed("drift", f"{spec['path']}: base changed since preflight")
         if "diff" in spec:
             with open(full, encoding="utf-8", newline="") as fh:

@@ -24,7 +24,7 @@ from ddtree_deploy.fleet import (
     shard_items,
 )
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
-from ddtree_deploy.patchset import default_patchsets_dir, resolve_patchset
+from ddtree_deploy.patchset import default_patchsets_dir, list_patchsets, resolve_patchset
 from ddtree_deploy.pipeline import HostResult, new_run_id
 from ddtree_deploy.report import (
     ConsoleSink,
@@ -162,7 +162,10 @@ class Output:
 
 
 def load_prepared(ref: str, patchsets_dir: Path | None) -> PreparedPatchset:
-    return prepare_patchset(resolve_patchset(patchsets_dir or default_patchsets_dir(), ref))
+    base = patchsets_dir or default_patchsets_dir()
+    patchset = resolve_patchset(base, ref)
+    siblings = [p for p in list_patchsets(base) if p.spec.name == patchset.spec.name]
+    return prepare_patchset(patchset, siblings)
 
 
 def handle_config_errors(fn: Callable) -> Callable:

@@ -36,7 +36,7 @@ def plan_files(prepared: PreparedPatchset, facts: dict[str, Any]) -> dict[str, s
     plan = {}
     for f in prepared.files:
         current = facts["files"][f.path]["sha256"]
-        state = classify_file(current, f.base_sha256, f.result_sha256)
+        state = classify_file(current, f.base_sha256, f.result_sha256, f.upgrade_sha256)
         if state == "pending":
             state = "new" if f.base_sha256 is None else "patched"
         plan[f.path] = state

@@ -20,6 +20,7 @@ class PreparedFile:
     source: bytes
     base_sha256: str | None
     result_sha256: str
+    upgrade_sha256: tuple[str, ...] = ()  # results of sibling versions: upgrades in place
 
     @property
     def module(self) -> str | None:
@@ -37,6 +38,7 @@ class PreparedFile:
             "path": self.path,
             "base_sha256": self.base_sha256,
             "result_sha256": self.result_sha256,
+            "upgrade_sha256": list(self.upgrade_sha256),
         }
         if self.kind == "patch":
             spec["diff"] = self.source.decode("utf-8")
@@ -68,9 +70,20 @@ class PreparedPatchset:
         return [m for f in self.files if (m := f.module)]
 
 
-def prepare_patchset(patchset: Patchset) -> PreparedPatchset:
-    """The local gate: lock present and matching every source; raises PatchsetError."""
+def prepare_patchset(patchset: Patchset, siblings: list[Patchset] = ()) -> PreparedPatchset:
+    """The local gate: lock present and matching every source; raises PatchsetError.
+
+    `siblings` are other locked versions of the same patchset for the same target: a host
+    at one of them may be upgraded in place (its files are backed up like any base).
+    """
     lock = check_sources(patchset)
+    upgrades: dict[str, set[str]] = {}
+    for other in siblings:
+        same = (other.spec.name, other.spec.target) == (patchset.spec.name, patchset.spec.target)
+        if other.lock is None or not same or other.ref == patchset.ref:
+            continue
+        for path, locked in other.lock.files.items():
+            upgrades.setdefault(path, set()).add(locked.result_sha256)
     files = tuple(
         PreparedFile(
             path=entry.path,
@@ -78,6 +91,7 @@ def prepare_patchset(patchset: Patchset) -> PreparedPatchset:
             source=read_source(patchset, entry),
             base_sha256=lock.files[entry.path].base_sha256,
             result_sha256=lock.files[entry.path].result_sha256,
+            upgrade_sha256=tuple(sorted(upgrades.get(entry.path, set()))),
         )
         for entry in patchset.spec.files
     )

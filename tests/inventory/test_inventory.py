@@ -81,7 +81,7 @@ def test_example_inventory_describes_ct129():
 
 
 BAD = {
-    "missing_address": ('[hosts.x]\nport = 22\n', "host 'x': missing required key 'address'"),
+    "missing_address": ("[hosts.x]\nport = 22\n", "host 'x': missing required key 'address'"),
     "bad_port": ('[hosts.x]\naddress = "h"\nport = 70000\n', "host 'x': key 'port'"),
     "port_not_int": ('[hosts.x]\naddress = "h"\nport = "ssh"\n', "host 'x': key 'port'"),
     "unknown_key": ('[hosts.x]\naddress = "h"\nadress = "h"\n', "unknown key 'adress'"),
@@ -107,7 +107,7 @@ BAD = {
     ),
     "unsplittable_command": (
         '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "command"\n'
-        "start = \"run 'unclosed\"\nstop = \"x\"\n",
+        'start = "run \'unclosed"\nstop = "x"\n',
         "cannot split command",
     ),
 }

@@ -48,18 +48,21 @@ def _break_diff_context(root):
 
 BAD = {
     "absolute_path": (
-        _replace_in_toml('path = "sglang/srt/speculative/ddtree_utils.py"',
-                         'path = "/etc/ddtree_utils.py"'),
+        _replace_in_toml(
+            'path = "sglang/srt/speculative/ddtree_utils.py"', 'path = "/etc/ddtree_utils.py"'
+        ),
         "is absolute",
     ),
     "dotdot_path": (
-        _replace_in_toml('path = "sglang/srt/speculative/ddtree_utils.py"',
-                         'path = "sglang/../../evil.py"'),
+        _replace_in_toml(
+            'path = "sglang/srt/speculative/ddtree_utils.py"', 'path = "sglang/../../evil.py"'
+        ),
         "contains '..'",
     ),
     "outside_package": (
-        _replace_in_toml('path = "sglang/srt/speculative/ddtree_utils.py"',
-                         'path = "evil/ddtree_utils.py"'),
+        _replace_in_toml(
+            'path = "sglang/srt/speculative/ddtree_utils.py"', 'path = "evil/ddtree_utils.py"'
+        ),
         "outside the target package",
     ),
     "missing_diff": (
