@@ -36,7 +36,7 @@ _OUTCOME_MARK = {"ok": "ok", "no_changes": "ok", "not_started": "skip"}
 class _Row:
     host: str
     stage: str = "waiting"
-    state: str = "waiting"  # waiting | running | ok | skip | fail | done
+    state: str = "waiting"  # waiting | running | ok | skip | fail (last event seen)
     started: float | None = None
     ended: float | None = None
     message: str = ""
@@ -88,6 +88,9 @@ class LiveDisplay:
                 return
             row.stage = event.stage
             row.state = "running" if event.event == "start" else event.event
+            # the clock runs only while a stage does: a host waiting for the end of the
+            # run (its summary comes after any undo) keeps the time its work took
+            row.ended = None if event.event == "start" else now
             if event.event != "start":
                 row.message = event.message
         if event.event == "fail":
@@ -102,7 +105,7 @@ class LiveDisplay:
         now = time.monotonic()
         with self._lock:
             rows = list(self._rows.values())
-        done = sum(r.outcome is not None for r in rows)
+        done = sum(r.state not in ("waiting", "running") for r in rows)
         failed = sum(r.state == "fail" for r in rows)
         shown = _visible(rows, max(self._console.height - 6, 5))
         table = Table(box=None, show_header=False, padding=(0, 1))
