@@ -302,6 +302,10 @@ def op_check_plan(ctx, args):
     the lock is taken, so an idempotent re-push costs one round trip.
     """
     facts = ctx.outputs["facts"]  # the facts op runs first in the same request
+    held = facts["lock"]
+    if held and held.get("run_id") != args.get("run_id") and not args.get("break_lock"):
+        if held.get("expires_epoch", 0) >= time.time():  # a live run's deploy is not "pending"
+            raise OpFailed("locked", f"host locked by {held.get('holder')}", {"lock": held})
     pending = [d.get("deploy_id") for d in facts["pending"]]
     if pending:
         raise OpFailed("pending_recovery", "unfinished deploy %s: run `recover`" % pending[-1])
@@ -335,6 +339,7 @@ def op_lock_acquire(ctx, args):
         "run_id": args["run_id"],
         "holder": args["holder"],
         "pid": args.get("pid"),
+        "controller": args.get("controller"),
         "started": _now(),
         "expires_epoch": now + float(args.get("ttl_s", 3600)),
     }

@@ -51,6 +51,20 @@ def controller_holder() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
 
 
+def holder_is_dead(lock: dict | None) -> bool:
+    """True when the lock's holder ran on this controller and its process is gone.
+
+    A holder on another machine cannot be checked from here: it counts as alive.
+    """
+    if not lock or lock.get("controller") != socket.gethostname() or not lock.get("pid"):
+        return False
+    try:
+        with open(f"/proc/{int(lock['pid'])}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] == "Z"
+    except (OSError, ValueError, IndexError):
+        return True
+
+
 def new_deploy_id(name: str, version: str) -> str:
     """Sortable by time: UTC stamp first."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")

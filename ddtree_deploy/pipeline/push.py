@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.errors import TransportError
-from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, new_deploy_id
+from ddtree_deploy.pipeline.context import (
+    HostResult,
+    HostRun,
+    Outcome,
+    holder_is_dead,
+    new_deploy_id,
+)
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
@@ -37,7 +43,7 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         pre = run.call(
             [
                 ("preflight", rq.facts_op(run.host, prepared)),
-                ("preflight", rq.check_plan_op(prepared)),
+                ("preflight", rq.check_plan_op(prepared, run.run_id, opts.break_lock)),
                 (
                     "preflight",
                     rq.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
@@ -53,6 +59,14 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     if failed is not None:
         if failed.code == "no_changes":
             return run.result(Outcome.NO_CHANGES, "no changes", version_now=prepared.ref)
+        lock = (failed.data or {}).get("lock")
+        if failed.code == "locked" and facts.data["pending"] and holder_is_dead(lock):
+            pending = facts.data["pending"][-1].get("deploy_id")
+            return run.result(
+                Outcome.NEEDS_ATTENTION,
+                f"unfinished deploy {pending} left by a dead run ({lock.get('holder')}): "
+                f"run `ddtree-deploy recover -H {run.host.name}`",
+            )
         outcome = _REFUSALS.get(failed.code or "", Outcome.NEEDS_ATTENTION)
         return run.result(outcome, failed.error or "preflight failed", details=failed.data or {})
     site = facts.data["site_packages"]

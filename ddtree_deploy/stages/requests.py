@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 from ddtree_deploy.agent import Op
@@ -15,10 +17,12 @@ def facts_op(host: Host, prepared: PreparedPatchset | None) -> Op:
     return Op(op="facts", args={"paths": paths, "package": package})
 
 
-def check_plan_op(prepared: PreparedPatchset) -> Op:
+def check_plan_op(prepared: PreparedPatchset, run_id: str, break_lock: bool = False) -> Op:
     return Op(
         op="check_plan",
         args={
+            "run_id": run_id,
+            "break_lock": break_lock,
             "package": prepared.package,
             "target_version": prepared.target_version,
             "files": [
@@ -29,14 +33,13 @@ def check_plan_op(prepared: PreparedPatchset) -> Op:
 
 
 def lock_op(run_id: str, holder: str, ttl_s: float, break_lock: bool = False) -> Op:
-    import os
-
     return Op(
         op="lock_acquire",
         args={
             "run_id": run_id,
             "holder": holder,
             "pid": os.getpid(),
+            "controller": socket.gethostname(),
             "ttl_s": ttl_s,
             "break_lock": break_lock,
         },
