@@ -155,18 +155,19 @@ class _Rollout:
     failed: int = 0
     failed_in_wave: dict[int, int] = field(default_factory=dict)
     stopped: str | None = None
+    waves: list[Wave] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self) -> FleetResult:
         by_name = {h.name: h for h in self.hosts}
-        waves = plan_waves(list(by_name), self.policy.canary, self.policy.batches)
+        waves = self.waves = plan_waves(list(by_name), self.policy.canary, self.policy.batches)
         workers = max(1, min(self.policy.parallel, len(self.hosts)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for wave in waves:
                 if self.stopped:
                     break
                 list(pool.map(lambda name, w=wave: self._start(by_name[name], w), wave.hosts))
-            wave_of = {name: w.label for w in waves for name in w.hosts}
+            wave_of = {name: _label(w, waves) for w in waves for name in w.hosts}
             for host in self.hosts:
                 if host.name not in self.results:
                     self._skip(host, wave_of.get(host.name, ""))
@@ -181,7 +182,7 @@ class _Rollout:
         with self._lock:
             if self.stopped:
                 return  # becomes NOT_STARTED below
-        session = _HostSession(host, self.run_id, self.sink, wave.label)
+        session = _HostSession(host, self.run_id, self.sink, _label(wave, self.waves))
         result = session.attempt(self.fn)
         keep = (
             self.undo is not None
@@ -234,3 +235,8 @@ class _Rollout:
             details={**done.details, "undo": undone.message},
             records=session.recorder.records,
         )
+
+
+def _label(wave: Wave, waves: list[Wave]) -> str:
+    """The wave's name, or "" when the whole run was one plain wave (nothing to tell)."""
+    return wave.label if len(waves) > 1 or wave.canary else ""

@@ -45,19 +45,26 @@ def _headline(results: list[HostResult], stopped: str | None) -> str:
 
 def fleet_table(title: str, results: list[HostResult], stopped: str | None = None) -> Table:
     """One row per host: outcome, version now, wave, duration, message."""
+    waves = _has_waves(results)
     table = Table(title=title, caption=escape(_headline(results, stopped)))
     for col in ("host", "outcome", "version now", "wave", "duration", "message"):
-        table.add_column(col, overflow="fold")
+        if col != "wave" or waves:
+            table.add_column(col, overflow="fold")
     for r in results:
-        table.add_row(
+        cells = [
             escape(r.host),
             f"[{_STYLE[r.outcome]}]{r.outcome.value}[/]",
             escape(version_label(r)),
             escape(str(r.details.get("wave") or "-")),
             f"{r.details.get('duration_s', 0):.1f}s",
             escape(r.message),
-        )
+        ]
+        table.add_row(*(cells if waves else cells[:3] + cells[4:]))
     return table
+
+
+def _has_waves(results: list[HostResult]) -> bool:
+    return any(r.details.get("wave") for r in results)
 
 
 def _cell(text: str) -> str:
