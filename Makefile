@@ -1,12 +1,16 @@
 # ddtree-deploy: `make demo` runs the real job on local sandbox hosts; `make test` runs the tests.
 PYTHON ?= python3
-SANDBOX ?= .sandbox
+SANDBOX ?= /tmp/ddtree-deploy-sandbox
 export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
 
-.PHONY: install demo demo-down test test-fast lint bench soak faults clean
+.PHONY: install deps demo demo-down test test-fast lint bench soak faults clean
 
-install:  ## the tool and its test deps into the current python
+install: deps  ## the tool and its test deps into the current python
 	$(PYTHON) -m pip install -q -e '.[test]'
+
+deps:  ## openssh-server for the sandbox hosts (root, Debian/Ubuntu)
+	@[ -x /usr/sbin/sshd ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq openssh-server >/dev/null; }
 
 demo: install  ## sandbox hosts (real sshd), then push -> status -> broken push (auto rollback) -> rollback
 	$(PYTHON) -m ddtree_deploy.sandbox demo --workdir $(SANDBOX)

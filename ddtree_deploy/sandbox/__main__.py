@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
         default=11,
         help="host i gets 127.0.0.(N+i); 'auto' picks the first free block",
     )
+    demo = sub.add_parser("demo", help="hosts up, then push/status/broken push/rollback")
+    demo.add_argument("--workdir", type=Path, default=Path(".sandbox"))
+    demo.add_argument("--hosts", type=int, default=2)
     for name, help_text in (("down", "stop every host"), ("status", "show what runs")):
         command = sub.add_parser(name, help=help_text)
         command.add_argument("--workdir", type=Path, default=Path(".sandbox"))
@@ -43,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sandbox: {len(sandbox.hosts)} hosts up ({timings})", file=sys.stderr)
         print(sandbox.inventory_path)
         return 0
+    if args.command == "demo":
+        from ddtree_deploy.sandbox.demo import run_demo
+
+        return run_demo(args.workdir, args.hosts)
     if args.command == "down":
         stopped = stop_sandbox(args.workdir)
         print("sandbox: stopped" if stopped else "sandbox: some processes remain", file=sys.stderr)
