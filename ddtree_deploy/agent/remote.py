@@ -20,8 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 AGENT_VERSION = 1
 BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
@@ -543,6 +541,9 @@ def op_restart(ctx, args):
 
 def op_health(ctx, args):
     """Poll health_url from the host until HTTP 200 or ready_timeout_s."""
+    import urllib.error  # here, not at the top: it costs tens of ms on every other request
+    import urllib.request
+
     service = args["service"]
     if service["kind"] == "none" and not args.get("force"):
         return {"skipped": True}
