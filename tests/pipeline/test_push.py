@@ -54,8 +54,13 @@ def test_push_then_status_then_idempotent_repush(deploy):
         "commit",
     ):
         assert stage in stages
-    changed = {p for p in before if before[p] != deploy.host.tree_digest().get(p)}
-    assert changed == {"srt/speculative/spec_info.py", "srt/server_args.py"}
+    after = deploy.host.tree_digest()
+    changed = {p for p in after if before.get(p) != after[p]}
+    assert changed == {
+        "srt/speculative/spec_info.py",
+        "srt/server_args.py",
+        "srt/speculative/ddtree_utils.py",
+    }
 
     status = deploy.cli("status", "-H", "host0", "-p", "ddtree@1.0.0", "--json")
     assert status.returncode == 0
