@@ -110,7 +110,7 @@ def _install(
                 run.host, site, prepared, sources, timeout_s, prepared.after_restart
             )
             steps[-1].append(("verify", verify))
-    did_restart = False
+    did_restart, suites = False, []
     for group in steps:
         did_restart = did_restart or any(stage == "restart" for stage, _ in group)
         try:
@@ -119,6 +119,7 @@ def _install(
             return _lost(run, deploy_id, exc, group[0][0], did_restart)
         if not response.ok:
             return _rollback(run, deploy_id, did_restart, response)
+        suites += [s for r in response.results if r.op == "smoke" for s in r.data["suites"]]
     if not restarted:
         run.recorder.skip("restart", "--no-restart" if not opts.restart else "service kind none")
     try:
@@ -133,7 +134,13 @@ def _install(
         return _lost(run, deploy_id, exc, "commit", did_restart)
     if not done.ok:
         return _rollback(run, deploy_id, did_restart, done)
-    return run.result(Outcome.OK, "deployed", deploy_id=deploy_id, version_now=prepared.ref)
+    return run.result(
+        Outcome.OK,
+        "deployed",
+        deploy_id=deploy_id,
+        version_now=prepared.ref,
+        details={"suites": suites},
+    )
 
 
 def _error(response: AgentResponse) -> str:

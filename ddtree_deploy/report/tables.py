@@ -44,8 +44,8 @@ def facts_table(results: list[HostResult]) -> Table:
         if "python" not in f:
             table.add_row(r.host, "-", "-", "-", "-", "-", "-", f"[red]{r.message}[/]")
             continue
-        files = f.get("files", {})
-        match = sum(1 for v in files.values() if v["sha256"] and v["sha256"] == v["record_sha256"])
+        files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
+        match = sum(1 for v in files.values() if v["sha256"] == v["record_sha256"])
         lock = f["lock"]["holder"] if f.get("lock") else "-"
         table.add_row(
             r.host,
@@ -55,7 +55,7 @@ def facts_table(results: list[HostResult]) -> Table:
             f"{f['state_dir_free_bytes'] / 2**30:.1f} GiB",
             str(len(f["gpus"])),
             lock,
-            f"{match}/{len(files)} match RECORD" if files else "-",
+            f"{match}/{len(files)} base files match RECORD" if files else "-",
         )
     return table
 
