@@ -265,8 +265,7 @@ def check_registration() -> Check:
 
     algo = SpeculativeAlgorithm.from_string("DDTREE")
     lower = SpeculativeAlgorithm.from_string("ddtree")
-    fields = {f.name: f for f in dataclasses.fields(ServerArgs)}
-    budget = fields.get("speculative_ddtree_budget")
+    budget = server_args_fields(ServerArgs).get("speculative_ddtree_budget")
     ok = (
         algo.is_ddtree()
         and lower is algo
@@ -275,6 +274,16 @@ def check_registration() -> Check:
         and budget.default is None
     )
     return ok, f"algo={algo} dflash_family={algo.is_dflash()} budget_field={budget is not None}"
+
+
+def server_args_fields(server_args_cls: type) -> dict[str, Any]:
+    """Return name -> field (with .default) of ServerArgs: a dataclass up to sglang 0.5.13,
+    a msgspec Struct assembled from arg_groups/fields/ from 0.5.14 on."""
+    if dataclasses.is_dataclass(server_args_cls):
+        return {f.name: f for f in dataclasses.fields(server_args_cls)}
+    import msgspec
+
+    return {f.name: f for f in msgspec.structs.fields(server_args_cls)}
 
 
 def run_checks(utils: ModuleType, with_registration: bool = True) -> list[dict[str, Any]]:
