@@ -1,4 +1,5 @@
-"""Smoke suite `gpu`: DDTree building and the batched walk agree between CUDA and CPU.
+"""Smoke suite `gpu`: DDTree building, the batched walk and (from ddtree 1.1.0) the
+DFlash worker's DDTree tensor logic agree between CUDA and CPU.
 
 Run by the host's python as `python smoke/gpu.py` with a JSON object on stdin
 ({"site_packages": ..., "options": {"gpus": N}}, may be empty). Prints exactly one
@@ -8,6 +9,7 @@ and exits 0; otherwise it exits 0 when every check passed, else 1.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
@@ -24,6 +26,11 @@ DEPTHS = 15
 BUDGETS = (16, 64, 256)
 TIMED_CALLS = 10
 TIE_TOLERANCE = 1e-4
+WORKER_BATCH = 48
+WORKER_BUDGET = 64
+WORKER_BLOCK = 16
+WORKER_HIDDEN = 256
+WORKER_VOCAB = 4096
 
 Check = tuple[bool, str]
 
@@ -114,6 +121,88 @@ def check_walk_matches(utils: ModuleType, device: torch.device) -> Check:
     return True, f"batch 48 equal; mean accept {mean_len:.2f}; {per_call_ms:.2f} ms/walk"
 
 
+def _sync(device: torch.device) -> None:
+    """Wait for `device` (a no-op on the CPU), so wall-clock times are real."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _worker_step(wu: ModuleType, utils: ModuleType, packed: Any, prefixes: list[int], logits):
+    """Run the verify-side worker logic once; return every tensor it decides."""
+    mask = wu.build_ddtree_custom_mask(packed.tree_mask, prefixes)
+    posterior = logits.argmax(-1).view(-1, packed.width)
+    walk = utils.follow_verified_trees_batched(
+        packed.next_token, packed.next_sibling, packed.walk_tokens, posterior, packed.max_depth
+    )
+    tokens = wu.collect_accepted_tokens(packed.walk_tokens, *walk)
+    commit = torch.tensor([len(t) for t in tokens], device=logits.device)
+    rows = wu.select_accepted_rows(walk[0], commit, packed.width)
+    out_cache_loc = torch.arange(posterior.numel(), device=logits.device) + 7
+    keep, free = wu.split_ddtree_kv_slots(out_cache_loc, rows)
+    return {"mask": mask, "accept_index": walk[0], "rows": rows, "keep": keep, "free": free}, tokens
+
+
+def check_worker_logic_matches(wu: ModuleType, utils: ModuleType, device: torch.device) -> Check:
+    """The DDTree verify step of the DFlash worker gives CPU results on `device`; reports times.
+
+    Batch 48, budget 64 (verify width 65), mixed tree sizes; draft logits, custom mask,
+    greedy walk, committed tokens, accepted rows and KV keep/free slots must be equal,
+    and top-k=1 sampling must be the argmax. Also times building 48 trees from
+    full-vocabulary draft logits on `device`, the per-step host cost of DDTree.
+    """
+    gen = torch.Generator().manual_seed(6)
+    width = WORKER_BUDGET + 1
+    hidden = torch.randn(WORKER_BATCH, WORKER_BLOCK, WORKER_HIDDEN, generator=gen)
+    weight = torch.randn(WORKER_VOCAB, WORKER_HIDDEN, generator=gen) / WORKER_HIDDEN**0.5
+    draft = wu.compute_draft_logits(hidden, weight)
+    if not torch.allclose(
+        draft, wu.compute_draft_logits(hidden.to(device), weight.to(device)).cpu(), atol=1e-3
+    ):
+        return False, "draft logits differ"
+    prefixes = [int(p) for p in torch.randint(1, 4000, (WORKER_BATCH,), generator=gen)]
+    compiled = [
+        utils.compile_ddtree_tree(
+            utils.build_ddtree_tree_from_logits(draft[b] * 4.0, 1 + (b * 13) % WORKER_BUDGET),
+            1 + b,
+            prefixes[b],
+        )
+        for b in range(WORKER_BATCH)
+    ]
+    packed_cpu = wu.pack_ddtree_verify_batch(compiled, width)
+    target = torch.randn(WORKER_BATCH * width, WORKER_VOCAB, generator=gen)
+    want, want_tokens = _worker_step(wu, utils, packed_cpu, prefixes, target)
+    target_dev = target.to(device)
+    got, got_tokens = _worker_step(wu, utils, packed_cpu.to(device), prefixes, target_dev)
+    _sync(device)
+    start = time.perf_counter()
+    _worker_step(wu, utils, packed_cpu.to(device), prefixes, target_dev)
+    _sync(device)
+    step_ms = (time.perf_counter() - start) * 1e3
+    for name, tensor in want.items():
+        if not torch.equal(tensor, got[name].cpu()):
+            return False, f"{name} differs between CPU and {device.type}"
+    if got_tokens != want_tokens:
+        return False, f"committed tokens differ between CPU and {device.type}"
+    ones = torch.ones(WORKER_BATCH, device=device)
+    top1 = wu.sample_ddtree_posterior(
+        target_dev, width, ones, ones.long(), ones, torch.zeros_like(ones)
+    )
+    if not torch.equal(top1.cpu(), target.argmax(-1).view(-1, width)):
+        return False, "top-k 1 sampling is not the argmax"
+    big = torch.randn(WORKER_BLOCK - 1, VOCAB, generator=gen).to(device) * 4.0
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(WORKER_BATCH):
+        utils.build_ddtree_tree_from_logits(big, WORKER_BUDGET)
+    build_ms = (time.perf_counter() - start) * 1e3
+    accepted = sum(len(t) - 1 for t in want_tokens) / WORKER_BATCH
+    return True, (
+        f"batch {WORKER_BATCH} width {width} equal; mean accept {accepted:.2f}; "
+        f"verify-side step {step_ms:.2f} ms; "
+        f"{WORKER_BATCH} tree builds (V={VOCAB}) {build_ms:.1f} ms"
+    )
+
+
 def _result(checks: list[dict[str, Any]], details: str, start: float, skipped: bool) -> dict:
     """Return the suite's JSON object."""
     return {
@@ -147,6 +236,15 @@ def main() -> int:
             ("build_cuda_equals_cpu", lambda: check_build_matches(ddtree_utils, device)),
             ("walk_cuda_equals_cpu", lambda: check_walk_matches(ddtree_utils, device)),
         ]
+        if importlib.util.find_spec("sglang.srt.speculative.ddtree_worker_utils"):
+            from sglang.srt.speculative import ddtree_worker_utils as wu
+
+            named.append(
+                (
+                    "worker_cuda_equals_cpu",
+                    lambda: check_worker_logic_matches(wu, ddtree_utils, device),
+                )
+            )
         for name, check in named:
             try:
                 passed, detail = check()

@@ -339,3 +339,13 @@ def test_restrictions_name_each_unsupported_setting() -> None:
         **{**ok, "attention_backend": "FlashInferAttnBackend"}
     )
     assert len(graphs) == 1 and "--disable-cuda-graph" in graphs[0]
+
+
+def test_gpu_suite_worker_check_runs_on_cpu() -> None:
+    """smoke/gpu.py's worker check, driven with the CPU as the 'device' (CUDA on a GPU host)."""
+    gpu_suite = load_module(
+        "_smoke_gpu_suite", Path(__file__).resolve().parents[2] / "smoke/gpu.py"
+    )
+    passed, detail = gpu_suite.check_worker_logic_matches(wu, tree_utils, torch.device("cpu"))
+    assert passed, detail
+    assert "width 65 equal" in detail and "tree builds" in detail
