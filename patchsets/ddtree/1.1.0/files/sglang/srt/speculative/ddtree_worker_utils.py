@@ -174,6 +174,10 @@ def sample_ddtree_posterior(
     ks = top_ks.long().repeat_interleave(width)
     ks = torch.where((ks <= 0) | (ks > vocab), torch.full_like(ks, vocab), ks)
     k_cap = int(ks.max()) if rows else 1
+    if k_cap == vocab and bool((top_ps >= 1).all()) and bool((min_ps <= 0).all()):
+        # Nothing to filter: sample the full softmax, no vocabulary-wide sort.
+        choice = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator)
+        return choice.view(batch, width)
     if k_cap < vocab:
         values, ids = torch.topk(scaled, k_cap, dim=-1)
     else:
