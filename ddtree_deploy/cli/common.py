@@ -36,7 +36,12 @@ from ddtree_deploy.report import (
     summary_markdown,
     write_junit,
 )
-from ddtree_deploy.stages import PreparedPatchset, prepare_patchset
+from ddtree_deploy.stages import (
+    PatchsetChoice,
+    PreparedPatchset,
+    prepare_choice,
+    prepare_patchset,
+)
 
 from . import exit_codes
 
@@ -108,7 +113,20 @@ RollbackOnAbortOpt = Annotated[
     ),
 ]
 PatchsetOpt = Annotated[
-    str, typer.Option("--patchset", "-p", help="NAME@VERSION, or NAME for its highest version.")
+    str,
+    typer.Option(
+        "--patchset",
+        "-p",
+        help="NAME@VERSION, or NAME: per host, its highest version targeting the host's sglang.",
+    ),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="With -p NAME: a host no version of NAME targets fails (exit 2) instead of "
+        "being skipped.",
+    ),
 ]
 PatchsetsDirOpt = Annotated[
     Path | None,
@@ -166,6 +184,11 @@ def load_prepared(ref: str, patchsets_dir: Path | None) -> PreparedPatchset:
     patchset = resolve_patchset(base, ref)
     siblings = [p for p in list_patchsets(base) if p.spec.name == patchset.spec.name]
     return prepare_patchset(patchset, siblings)
+
+
+def load_choice(ref: str, patchsets_dir: Path | None, strict: bool = False) -> PatchsetChoice:
+    """The version(s) of `ref` hosts may get, each through the local gate."""
+    return prepare_choice(patchsets_dir or default_patchsets_dir(), ref, strict)
 
 
 def handle_config_errors(fn: Callable) -> Callable:

@@ -9,6 +9,7 @@ import typer
 from ddtree_deploy.pipeline import (
     PushOptions,
     controller_holder,
+    per_host,
     plan_host,
     push_host,
     recover_host,
@@ -34,13 +35,14 @@ from .common import (
     PatchsetsDirOpt,
     RollbackOnAbortOpt,
     ShardOpt,
+    StrictOpt,
     SummaryFileOpt,
     Targets,
     VerboseOpt,
     YesOpt,
     confirm_targets,
     handle_config_errors,
-    load_prepared,
+    load_choice,
     rollout_policy,
     run_and_exit,
 )
@@ -62,6 +64,7 @@ def push(
     shard: ShardOpt = None,
     patchset: PatchsetOpt = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
     no_restart: NoRestartOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Same as `plan`.")] = False,
     break_lock: BreakLockOpt = False,
@@ -91,27 +94,23 @@ def push(
 def _push(**o) -> None:
     out = Output.of(o)
     hosts = Targets.of(o).resolve()
-    prepared = load_prepared(o["patchset"], o["patchsets_dir"])
+    choice = load_choice(o["patchset"], o["patchsets_dir"], o["strict"])
     policy = rollout_policy(o)
     if o["dry_run"]:
-        run_and_exit(
-            f"plan {prepared.ref}", hosts, lambda r: plan_host(r, prepared), out, o["parallel"]
-        )
-    confirm_targets(f"push {prepared.ref}", hosts, o["yes"])
+        run_and_exit(f"plan {choice.label}", hosts, per_host(choice, plan_host), out, o["parallel"])
+    confirm_targets(f"push {choice.label}", hosts, o["yes"])
     opts = PushOptions(
         holder=controller_holder(),
         restart=not o["no_restart"],
         lock_ttl_s=o["lock_ttl_s"],
         break_lock=o["break_lock"],
         keep_backups=o["keep_backups"],
-        smoke_sources=load_smoke_sources(
-            prepared.suites + prepared.after_restart, default_smoke_dir()
-        ),
+        smoke_sources=load_smoke_sources(choice.suite_names, default_smoke_dir()),
     )
     run_and_exit(
-        f"push {prepared.ref}",
+        f"push {choice.label}",
         hosts,
-        lambda r: push_host(r, prepared, opts),
+        per_host(choice, lambda r, prepared: push_host(r, prepared, opts)),
         out,
         policy=policy,
         undo=lambda r, done: rollback_host(r, opts.holder, done.deploy_id, opts.restart),
@@ -127,6 +126,7 @@ def plan(
     shard: ShardOpt = None,
     patchset: PatchsetOpt = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
     parallel: ParallelOpt = 16,
     json: JsonOpt = False,
     junit: JunitOpt = None,
@@ -139,11 +139,11 @@ def plan(
 @handle_config_errors
 def _plan(**o) -> None:
     hosts = Targets.of(o).resolve()
-    prepared = load_prepared(o["patchset"], o["patchsets_dir"])
+    choice = load_choice(o["patchset"], o["patchsets_dir"], o["strict"])
     run_and_exit(
-        f"plan {prepared.ref}",
+        f"plan {choice.label}",
         hosts,
-        lambda r: plan_host(r, prepared),
+        per_host(choice, plan_host),
         Output.of(o),
         o["parallel"],
         table=plan_table,

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from ddtree_deploy.pipeline import (
+    HostResult,
+    HostRun,
     controller_holder,
     hosts_check,
+    per_host,
     prune_host,
     smoke_host,
     status_host,
 )
 from ddtree_deploy.report import backups_table, facts_table, smoke_table, status_table
-from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
+from ddtree_deploy.stages import PreparedPatchset, default_smoke_dir, load_smoke_sources
 
 from .common import (
     AllOpt,
@@ -29,10 +33,11 @@ from .common import (
     PatchsetOpt,
     PatchsetsDirOpt,
     ShardOpt,
+    StrictOpt,
     SummaryFileOpt,
     Targets,
     handle_config_errors,
-    load_prepared,
+    load_choice,
     run_and_exit,
 )
 
@@ -51,6 +56,7 @@ def status(
         str | None, typer.Option("--patchset", "-p", help="Also report drift against this.")
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
     json: JsonOpt = False,
     junit: JunitOpt = None,
     summary_file: SummaryFileOpt = None,
@@ -63,11 +69,10 @@ def status(
 @handle_config_errors
 def _status(**o) -> None:
     hosts = Targets.of(o).resolve()
-    prepared = load_prepared(o["patchset"], o["patchsets_dir"]) if o["patchset"] else None
     run_and_exit(
         "status",
         hosts,
-        lambda r: status_host(r, prepared),
+        _read_only(o, status_host),
         Output.of(o),
         o["parallel"],
         table=status_table,
@@ -83,6 +88,7 @@ def smoke(
     shard: ShardOpt = None,
     patchset: PatchsetOpt = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
     suite: Annotated[
         list[str] | None,
         typer.Option(
@@ -103,13 +109,18 @@ def smoke(
 @handle_config_errors
 def _smoke(**o) -> None:
     hosts = Targets.of(o).resolve()
-    prepared = load_prepared(o["patchset"], o["patchsets_dir"])
-    names = o["suite"] or [*prepared.suites, *prepared.after_restart]
-    sources = load_smoke_sources(names, default_smoke_dir())
+    choice = load_choice(o["patchset"], o["patchsets_dir"], o["strict"])
+    sources = load_smoke_sources(o["suite"] or choice.suite_names, default_smoke_dir())
+
+    def smoke_picked(run: HostRun, prepared: PreparedPatchset) -> HostResult:
+        names = o["suite"] or [*prepared.suites, *prepared.after_restart]
+        mine = {k: v for k, v in sources.items() if k in names or k.endswith(".py")}
+        return smoke_host(run, prepared, mine)
+
     run_and_exit(
-        f"smoke {prepared.ref}",
+        f"smoke {choice.label}",
         hosts,
-        lambda r: smoke_host(r, prepared, sources),
+        per_host(choice, smoke_picked),
         Output.of(o),
         o["parallel"],
         table=smoke_table,
@@ -127,6 +138,7 @@ def hosts_check_cmd(
         str | None, typer.Option("--patchset", "-p", help="Hash the files this patchset touches.")
     ] = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
     json: JsonOpt = False,
     junit: JunitOpt = None,
 ) -> None:
@@ -137,14 +149,29 @@ def hosts_check_cmd(
 @handle_config_errors
 def _hosts_check(**o) -> None:
     hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
-    prepared = load_prepared(o["patchset"], o["patchsets_dir"]) if o["patchset"] else None
     run_and_exit(
         "hosts check",
         hosts,
-        lambda r: hosts_check(r, prepared),
+        _read_only(o, hosts_check),
         Output(o["json"], o["junit"]),
         table=facts_table,
     )
+
+
+def _read_only(o: dict, fn: Callable[[HostRun, PreparedPatchset | None], HostResult]):
+    """Return the host function of a read-only command: `fn` with the host's version of -p,
+    or without a patchset when -p is not given or (unless --strict) no version targets the
+    host, the reason appended to the message: such hosts are still reported."""
+    if not o["patchset"]:
+        return lambda run: fn(run, None)
+    choice = load_choice(o["patchset"], o["patchsets_dir"], o["strict"])
+
+    def fallback(run: HostRun, reason: str) -> HostResult:
+        result = fn(run, None)
+        result.message = f"{result.message}; {reason}" if result.message else reason
+        return result
+
+    return per_host(choice, fn, fallback=fallback)
 
 
 @backups_app.command("list")

@@ -18,6 +18,7 @@ from ddtree_deploy.pipeline.manage import (
     status_host,
 )
 from ddtree_deploy.pipeline.push import PushOptions, push_host
+from ddtree_deploy.pipeline.select import per_host, pick_patchset
 
 __all__ = [
     "HostResult",
@@ -27,6 +28,8 @@ __all__ = [
     "controller_holder",
     "hosts_check",
     "new_run_id",
+    "per_host",
+    "pick_patchset",
     "plan_files",
     "plan_host",
     "prune_host",

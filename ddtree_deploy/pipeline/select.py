@@ -1,0 +1,90 @@
+"""Give each host the version of a patchset that targets its installed package.
+
+With a fixed choice (`-p NAME@VERSION`, or all versions of NAME for one target) nothing
+changes: no extra round trip. Otherwise one `facts` request tagged `connect` reads the
+host's installed version first, and the chosen version runs the command as usual.
+
+A host for which no version matches ends NOT_STARTED ("skipped": exit 0, never changed),
+or REFUSED (exit 2) under `--strict`; the message names its version and the targets there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ddtree_deploy.agent import Op
+from ddtree_deploy.errors import TransportError
+from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome
+from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
+
+PICK_STAGE = "connect"
+
+PreparedFn = Callable[[HostRun, PreparedPatchset], HostResult]
+FallbackFn = Callable[[HostRun, str], HostResult]
+
+
+def read_package_version(run: HostRun, package: str) -> str | None | HostResult:
+    """Return the host's installed version of `package` (None: not installed), or a
+    NEEDS_ATTENTION result when the host cannot be reached or cannot answer."""
+    op = Op(op="facts", args={"paths": [], "package": package})
+    try:
+        response = run.call([(PICK_STAGE, op)])
+    except TransportError as exc:
+        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+    if not response.ok:
+        error = response.failed.error if response.failed else response.error
+        return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
+    return response.results[0].data.get("package_version")
+
+
+def no_match_message(choice: PatchsetChoice, installed: str | None) -> str:
+    """Return why a host gets no version: what it has and what the versions target."""
+    have = f"{choice.package} {installed}" if installed else f"{choice.package} not installed"
+    return f"{have}: no version of {choice.name} targets it (have {choice.describe_targets()})"
+
+
+def pick_patchset(run: HostRun, choice: PatchsetChoice) -> PreparedPatchset | HostResult:
+    """Return the version `run`'s host gets, or the result that ends the host here.
+
+    Fixed choice: returned at once (no I/O). Per host: one facts round trip, then the
+    highest version whose target equals the installed version; an info event on `connect`
+    names it (data: patchset, package_version). No match: NOT_STARTED, or REFUSED if strict.
+    """
+    if choice.fixed is not None:
+        return choice.fixed
+    installed = read_package_version(run, choice.package)
+    if isinstance(installed, HostResult):
+        return installed
+    picked = choice.for_version(installed)
+    if picked is None:
+        outcome = Outcome.REFUSED if choice.strict else Outcome.NOT_STARTED
+        message = no_match_message(choice, installed)
+        data = {"patchset": None, "package_version": installed}
+        run.recorder.info(PICK_STAGE, message, data=data)
+        return run.result(outcome, message, details={"package_version": installed})
+    run.recorder.info(
+        PICK_STAGE,
+        f"{choice.package} {installed}: {picked.ref}",
+        data={"patchset": picked.ref, "package_version": installed},
+    )
+    return picked
+
+
+def per_host(
+    choice: PatchsetChoice, fn: PreparedFn, fallback: FallbackFn | None = None
+) -> Callable[[HostRun], HostResult]:
+    """Return a host function that picks the host's version, then runs `fn` with it.
+
+    `fallback(run, message)` (read-only commands: status, hosts check) runs instead of
+    ending NOT_STARTED when no version matches and the choice is not strict.
+    """
+
+    def run_host(run: HostRun) -> HostResult:
+        picked = pick_patchset(run, choice)
+        if isinstance(picked, PreparedPatchset):
+            return fn(run, picked)
+        if fallback is not None and picked.outcome == Outcome.NOT_STARTED:
+            return fallback(run, picked.message)
+        return picked
+
+    return run_host
