@@ -355,10 +355,14 @@ def op_lock_acquire(ctx, args):
             raise OpFailed(
                 "locked", f"host locked by {held.get('holder')}", {"lock": held}
             ) from None
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # full disk: leave no empty lock file behind
+            os.unlink(ctx.lock_path)
+            raise OpFailed("state_dir_unwritable", f"cannot write {ctx.lock_path}: {exc}") from None
         return {"lock": record}
     raise OpFailed("locked", "lock contended", {"lock": read_lock(ctx)})
 
@@ -406,6 +410,20 @@ def op_backup(ctx, args):
     return {"backup": root, "files": len(manifest["files"])}
 
 
+def _check_backup(ctx, deploy_id, paths):
+    """Raise OpFailed unless backups/<deploy_id> has a manifest covering paths, verified."""
+    root = os.path.join(ctx.backups_dir, deploy_id)
+    try:
+        with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise OpFailed("backup_corrupt", f"backup {deploy_id} unreadable: {exc}") from None
+    missing = sorted(set(paths) - set(manifest["files"]))
+    if missing:
+        raise OpFailed("backup_corrupt", f"backup {deploy_id} lacks {', '.join(missing)}")
+    _verify_backup(root, manifest)
+
+
 def _verify_backup(root, manifest):
     for rel, info in manifest["files"].items():
         if info["existed"] and sha256_file(os.path.join(root, "files", rel)) != info["sha256"]:
@@ -415,6 +433,8 @@ def _verify_backup(root, manifest):
 def op_install(ctx, args):
     """Compute every new file, check it against the lock, then replace files atomically."""
     site, planned = args["site_packages"], []
+    if args.get("deploy_id"):  # the backup must still be good before the first write
+        _check_backup(ctx, args["deploy_id"], [spec["path"] for spec in args["files"]])
     for spec in args["files"]:
         full = _safe_join(site, spec["path"])
         current = sha256_file(full)
@@ -460,7 +480,12 @@ def op_compile(ctx, args):
 
 
 def op_restore(ctx, args):
-    """Put every file of a backup back (or remove it if it did not exist), then verify."""
+    """Put every file of a backup back (or remove it if it did not exist), then verify.
+
+    A file already at its original bytes is left alone, so a restore after a failure that
+    changed nothing needs no free space and no write access. Each backup copy is checked
+    against the manifest before it is written back.
+    """
     root = os.path.join(ctx.backups_dir, args["deploy_id"])
     try:
         with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
@@ -469,19 +494,28 @@ def op_restore(ctx, args):
         raise OpFailed("no_backup", f"no backup {args['deploy_id']}") from None
     except (OSError, ValueError) as exc:
         raise OpFailed("backup_unreadable", f"backup {args['deploy_id']}: {exc}") from None
-    _verify_backup(root, manifest)
     site, states = manifest["site_packages"], {}
     for rel, info in manifest["files"].items():
         full = _safe_join(site, rel)
+        wanted = info["sha256"] if info["existed"] else None
+        if sha256_file(full) == wanted:
+            states[rel] = "restored"
+            continue
         try:
             if info["existed"]:
                 with open(os.path.join(root, "files", rel), "rb") as fh:
-                    write_atomic(full, fh.read(), info["mode"])
-            elif os.path.exists(full):
+                    data = fh.read()
+                if sha256_bytes(data) != wanted:
+                    states[rel] = "backup copy corrupt"
+                    continue
+                write_atomic(full, data, info["mode"])
+            else:
                 os.unlink(full)
-            clear_pycache(full)
-            ok = sha256_file(full) == (info["sha256"] if info["existed"] else None)
-            states[rel] = "restored" if ok else "differs from backup"
+            try:
+                clear_pycache(full)
+            except OSError:
+                pass  # a stale .pyc is ignored by Python: its source mtime/size no longer match
+            states[rel] = "restored" if sha256_file(full) == wanted else "differs from backup"
         except OSError as exc:
             states[rel] = f"error: {exc}"
     bad = {rel: s for rel, s in states.items() if s != "restored"}
@@ -661,10 +695,62 @@ OPS = {
 }
 
 
+# Ops that only read (facts, check_plan) or are atomic on their own (lock_acquire) wait a
+# short while for the host's agent lock; every other op waits for it as long as a run may.
+_READ_ONLY = {"facts"}
+_QUICK = {"facts", "check_plan", "lock_acquire"}
+QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 10.0, 3600.0
+
+
+def _hold_agent_lock(request):
+    """Serialise the requests that change a host: flock on state_dir/.agent.flock.
+
+    An agent whose SSH channel dropped keeps running (SIGHUP is ignored); the controller's
+    rollback over a fresh connection must not overtake it, or the orphan's install could land
+    after the restore. Returns (fd or None, note): None when the request only reads, when the
+    state dir cannot hold the lock file (read-only, full), or when a quick request gave up.
+    """
+    import fcntl
+
+    names = {op["op"] for op in request["ops"]}
+    if names <= _READ_ONLY:
+        return None, "read-only"
+    path = os.path.join(request["state_dir"], ".agent.flock")
+    try:
+        os.makedirs(request["state_dir"], mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+    except OSError as exc:
+        return None, f"unavailable: {exc}"
+    deadline = time.monotonic() + (QUICK_WAIT_S if names <= _QUICK else EXCLUSIVE_WAIT_S)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd, "held"
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None, "busy"
+            time.sleep(0.05)
+
+
 def handle(request):
     """Run ops in order; stop at the first failure; errors come back as data."""
     if request.get("agent_version") != AGENT_VERSION:
         return {"ok": False, "results": [], "error": "agent version mismatch"}
+    fd, note = _hold_agent_lock(request)
+    if note == "busy" and not set(op["op"] for op in request["ops"]) <= _QUICK:
+        return {"ok": False, "results": [], "error": "another agent is still working here"}
+    try:
+        return _run_ops(request)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _run_ops(request):
     ctx, results = Ctx(request), []
     for op in request["ops"]:
         started = time.monotonic()

@@ -96,7 +96,10 @@ def _install(
         )
     # From here on, site-packages may change: every failure rolls back.
     steps: list[list[tuple[str, object]]] = [
-        [("install", rq.install_op(site, prepared)), ("compile", rq.compile_op(site, prepared))],
+        [
+            ("install", rq.install_op(site, prepared, deploy_id)),
+            ("compile", rq.compile_op(site, prepared)),
+        ],
     ]
     sources, timeout_s = opts.smoke_sources or {}, prepared.smoke_timeout_s
     if prepared.suites:

@@ -66,11 +66,15 @@ def backup_op(deploy_id: str, site: str, prepared: PreparedPatchset) -> Op:
     )
 
 
-def install_op(site: str, prepared: PreparedPatchset) -> Op:
-    return Op(
-        op="install",
-        args={"site_packages": site, "files": [f.install_spec() for f in prepared.files]},
-    )
+def install_op(site: str, prepared: PreparedPatchset, deploy_id: str | None = None) -> Op:
+    """Install every file; with deploy_id the agent first re-verifies that deploy's backup."""
+    args: dict[str, Any] = {
+        "site_packages": site,
+        "files": [f.install_spec() for f in prepared.files],
+    }
+    if deploy_id:
+        args["deploy_id"] = deploy_id
+    return Op(op="install", args=args)
 
 
 def compile_op(site: str, prepared: PreparedPatchset) -> Op:
