@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op
-from ddtree_deploy.errors import TransportError
+from ddtree_deploy.errors import HostKeyError, TransportError
 from ddtree_deploy.events import HostRecorder, StageRecord
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport import Transport
@@ -63,6 +63,14 @@ def holder_is_dead(lock: dict | None) -> bool:
             return fh.read().split(") ", 1)[1][:1] == "Z"
     except (OSError, ValueError, IndexError):
         return True
+
+
+def unreachable(run: HostRun, exc: TransportError) -> HostResult:
+    """The first contact failed, so nothing changed: a host key that is unknown or CHANGED is
+    refused config (exit 2); anything else means the host needs attention (exit 3)."""
+    if isinstance(exc, HostKeyError):
+        return run.result(Outcome.REFUSED, f"refused: {exc}")
+    return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
 
 
 def new_deploy_id(name: str, version: str) -> str:

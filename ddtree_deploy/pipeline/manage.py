@@ -7,7 +7,7 @@ from typing import Any
 from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.remote import classify_file
 from ddtree_deploy.errors import TransportError
-from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome
+from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, unreachable
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
@@ -17,7 +17,7 @@ def _facts(run: HostRun, prepared: PreparedPatchset | None, stage: str) -> dict 
     try:
         response = run.call([(stage, rq.facts_op(run.host, prepared))])
     except TransportError as exc:
-        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+        return unreachable(run, exc)
     if not response.ok:
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {response.failed.error}")
     return response.results[0].data
@@ -108,7 +108,7 @@ def rollback_host(
             ]
         )
     except TransportError as exc:
-        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+        return unreachable(run, exc)
     if not pre.ok:
         code = pre.failed.code
         outcome = Outcome.LOCKED if code == "locked" else Outcome.NEEDS_ATTENTION
@@ -144,7 +144,7 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
     try:
         taken = run.call([("recover", rq.lock_op(run.run_id, holder, 3600, steal))])
     except TransportError as exc:
-        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+        return unreachable(run, exc)
     if not taken.ok:
         return run.result(Outcome.LOCKED, taken.failed.error or "locked")
     result = restore_backup(
@@ -166,7 +166,7 @@ def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
             ]
         )
     except TransportError as exc:
-        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+        return unreachable(run, exc)
     if not response.ok:
         if response.failed.code == "locked":
             return run.result(Outcome.LOCKED, response.failed.error or "locked")

@@ -13,6 +13,7 @@ from ddtree_deploy.pipeline.context import (
     Outcome,
     holder_is_dead,
     new_deploy_id,
+    unreachable,
 )
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
@@ -51,7 +52,9 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
             ]
         )
     except TransportError as exc:
-        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+        if run.transport.stats.connects:  # connected, then lost: the agent may still lock
+            _unlock(run)
+        return unreachable(run, exc)
     facts = pre.result("facts")
     if facts is None or not facts.ok:
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {_error(pre)}")
@@ -68,7 +71,10 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
                 f"run `ddtree-deploy recover -H {run.host.name}`",
             )
         outcome = _REFUSALS.get(failed.code or "", Outcome.NEEDS_ATTENTION)
-        return run.result(outcome, failed.error or "preflight failed", details=failed.data or {})
+        message = failed.error or "preflight failed"
+        if failed.code == "locked" and holder_is_dead(lock):
+            message += " (that process is gone: --break-lock takes the lock over)"
+        return run.result(outcome, message, details=failed.data or {})
     site = facts.data["site_packages"]
     return _install(run, prepared, opts, site, pre.result("check_plan").data["files"])
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ddtree_deploy.agent import Op
 from ddtree_deploy.errors import TransportError
-from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome
+from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, unreachable
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
 
 PICK_STAGE = "connect"
@@ -25,12 +25,13 @@ FallbackFn = Callable[[HostRun, str], HostResult]
 
 def read_package_version(run: HostRun, package: str) -> str | None | HostResult:
     """Return the host's installed version of `package` (None: not installed), or a
-    NEEDS_ATTENTION result when the host cannot be reached or cannot answer."""
+    NEEDS_ATTENTION result when the host cannot be reached or cannot answer (REFUSED for
+    an unknown or changed host key)."""
     op = Op(op="facts", args={"paths": [], "package": package})
     try:
         response = run.call([(PICK_STAGE, op)])
     except TransportError as exc:
-        return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
+        return unreachable(run, exc)
     if not response.ok:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")

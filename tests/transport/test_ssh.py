@@ -47,7 +47,7 @@ def test_unknown_host_key_is_refused(sandbox_factory):
     sandbox = sandbox_factory(1)
     _rewrite_known_hosts(sandbox, lambda lines: [])
     done = run_cli("hosts", "check", "-H", "host0", "-i", str(sandbox.inventory_path))
-    assert done.returncode == 3
+    assert done.returncode == 2  # refused config, nothing changed (README exit codes)
     assert "unknown host key" in done.stderr
     assert sandbox.known_hosts.read_text().strip() == ""  # nothing added silently
 
