@@ -53,6 +53,13 @@ def restore_backup(
             deploy_id=deploy_id,
             details={"files": files, "error": failed.data},
         )
+    if failed.op == "lock_release":
+        return run.result(
+            Outcome.NEEDS_ATTENTION,
+            f"files restored, but the host lock could not be released ({failed.error}); "
+            "once fixed, the next run takes it over with --break-lock",
+            deploy_id=deploy_id,
+        )
     _release(run)
     return run.result(
         Outcome.NEEDS_ATTENTION,
