@@ -7,6 +7,9 @@ Layout under the cache dir (``$DDTREE_SANDBOX_CACHE``, default ``/opt/ddtree-san
   sglang needs to import, and a torchvision TEST STAND-IN. sglang itself is NOT in it.
 - ``sglang-<version>/``: a pristine ``pip install --target`` of that sglang (``sglang/``, its
   dist-info, ``tools/``), byte-compiled, for hosts to ``cp -a``.
+- ``overlay-<hash12>/``: for an sglang whose requirement list starts with ``-r OTHER.txt``,
+  the base env is the one OTHER.txt builds (shared, unchanged) and the list's own pins are
+  ``pip install --target``-ed here; hosts put it on sys.path ahead of the base env.
 
 Each entry is built in a ``.tmp-*`` dir and renamed into place once complete, then gets a
 ``ready`` JSON marker with timings. One flock serialises builders across processes.
@@ -53,6 +56,7 @@ class BaseEnv:
     sglang_dir: Path
     cache_dir: Path
     wheelhouse: Path
+    overlay_dir: Path | None = None  # extra packages this sglang needs on top of the base
 
 
 def resolve_cache_dir(cache_dir: Path | None = None) -> Path:
@@ -84,6 +88,23 @@ def read_requirement_pins(text: str) -> list[tuple[str, str]]:
     return pins
 
 
+def split_base_requirements(text: str) -> tuple[str | None, str]:
+    """Return (file named by a leading ``-r FILE`` line or None, the rest of ``text``).
+
+    A list that starts with ``-r requirements-sglang-X.txt`` means: the base env of that
+    list, plus these pins in a version-specific overlay.
+    """
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.split("#", 1)[0].strip()
+        if not stripped:
+            continue
+        if stripped.startswith("-r "):
+            return stripped[3:].strip(), "\n".join(lines[:i] + lines[i + 1 :]) + "\n"
+        break
+    return None, text
+
+
 def normalise_name(name: str) -> str:
     """Return a distribution name in PEP 503 form (lowercase, runs of -_. become -)."""
     return re.sub(r"[-_.]+", "-", name.strip()).lower()
@@ -109,11 +130,19 @@ def ensure_base_env(
     ``ready`` markers. Raises ``subprocess.CalledProcessError`` when pip fails.
     """
     cache_dir = resolve_cache_dir(cache_dir)
-    requirements_text = requirements_path(sglang_version).read_text()
+    requirements_file = requirements_path(sglang_version)
+    base_file, overlay_text = split_base_requirements(requirements_file.read_text())
+    requirements_text = (
+        requirements_file.with_name(base_file).read_text() if base_file else overlay_text
+    )
     python_version = _run_capture([str(SYSTEM_PYTHON), "-c", "import sys; print(sys.version)"])
     key = compute_base_key(
         requirements_text, TORCH_SPEC, python_version, digest_torchvision_standin()
     )
+    overlay_dir = None
+    if base_file:
+        overlay_key = compute_base_key(overlay_text, key, python_version, "overlay")
+        overlay_dir = cache_dir / f"overlay-{overlay_key}"
     base_root = cache_dir / f"base-{key}"
     sglang_dir = cache_dir / f"sglang-{sglang_version}"
     env = BaseEnv(
@@ -125,17 +154,38 @@ def ensure_base_env(
         sglang_dir=sglang_dir,
         cache_dir=cache_dir,
         wheelhouse=cache_dir / "wheelhouse",
+        overlay_dir=overlay_dir,
     )
-    if _is_ready(base_root) and _is_ready(sglang_dir):
+    wanted = [base_root, sglang_dir, *([overlay_dir] if overlay_dir else [])]
+    if all(_is_ready(path) for path in wanted):
         return env
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _build_lock(cache_dir):
         _remove_stale_temps(cache_dir)
         if not _is_ready(base_root):
             _build_base(env, requirements_text)
+        if overlay_dir and not _is_ready(overlay_dir):
+            _build_overlay(env, overlay_dir, overlay_text)
         if not _is_ready(sglang_dir):
             _build_sglang(env)
     return env
+
+
+def _build_overlay(env: BaseEnv, overlay_dir: Path, requirements_text: str) -> None:
+    """``pip install --target`` the overlay's pins (from the wheelhouse) into ``overlay_dir``."""
+    started = time.monotonic()
+    pins = read_requirement_pins(requirements_text)
+    with _temp_build_dir(env.cache_dir, overlay_dir) as tmp_dir:
+        _download_missing(env.wheelhouse, pins, None)
+        cmd = [*_pip_command(), "install", "--no-deps", "--no-index"]
+        cmd += ["--find-links", str(env.wheelhouse), "--target", str(tmp_dir)]
+        _run_quiet([*cmd, *(f"{name}=={version}" for name, version in pins)])
+        timings_s = {"total_s": time.monotonic() - started}
+        _write_ready(
+            tmp_dir,
+            {"kind": "overlay", "base": env.key, "pins": [f"{n}=={v}" for n, v in pins],
+             "timings_s": timings_s},
+        )  # fmt: skip
 
 
 def _build_base(env: BaseEnv, requirements_text: str) -> None:

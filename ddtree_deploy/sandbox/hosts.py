@@ -49,6 +49,8 @@ SERVICE_PORT = 30000
 STUB_SOURCE = Path(__file__).with_name("sglang_stub.py")
 STUB_MARKER = "sglang_stub.py"
 BASE_PTH_NAME = "ddtree-sandbox-base.pth"
+# Sorts before BASE_PTH_NAME: site.py reads .pth files by name, so the overlay comes first.
+OVERLAY_PTH_NAME = "ddtree-sandbox-0-overlay.pth"
 DEFAULT_STUB_CONFIG = {
     "port": SERVICE_PORT,
     "speculative_algorithm": "DDTREE",
@@ -260,6 +262,8 @@ def _prepare_hostdir(hostdir: Path, base_env: BaseEnv) -> None:
     )
     site_packages = venv_dir / "lib" / "python3.11" / "site-packages"
     (site_packages / BASE_PTH_NAME).write_text(f"{base_env.site_packages}\n")
+    if base_env.overlay_dir is not None:
+        (site_packages / OVERLAY_PTH_NAME).write_text(f"{base_env.overlay_dir}\n")
     pristine = [p for p in sorted(base_env.sglang_dir.iterdir()) if p.name != "ready"]
     subprocess.run(
         ["cp", "-a", *map(str, pristine), str(site_packages)], check=True, capture_output=True
