@@ -224,4 +224,3 @@ def test_mixed_fleet_one_push_each_host_gets_its_version(sandbox_factory, tmp_pa
     (end,) = summaries(events_of(pinned.stdout)).values()
     assert end["data"]["outcome"] == "refused" and "0.5.23" in end["message"]
     assert not [e for e in events_of(pinned.stdout) if e["stage"] == "connect"]
-
