@@ -30,3 +30,7 @@ lint:
 
 clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache
+
+bench: install  ## deploy benchmarks at 25 ms RTT vs Ansible/Fabric (root, ~10 min): docs/benchmarks.md
+	$(PYTHON) -m pip install -q matplotlib ansible-core
+	$(PYTHON) bench/run_benchmarks.py $(BENCH_ARGS)

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from harness import BENCH_DIR, BROKEN_MARKER, REPO, BenchHosts, log, start_bench_hosts
+from latency_proxy import DelayProxy
 from report import write_report
 from tools import (
     WARM_CONTROL_DIR,
@@ -54,15 +57,33 @@ def summarise(samples: list[float]) -> dict:
     }
 
 
-def measure_rtt_s(bench: BenchHosts, tries: int = 5) -> float:
-    """Median time from connect to the sshd banner through a proxy (about one RTT)."""
+def measure_rtt_s(rtt_s: float, tries: int = 5) -> tuple[float, float]:
+    """(TCP connect, median ping-pong) through a DelayProxy in front of a local echo server:
+    proves the proxy adds what it is told to."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(64):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    proxy = DelayProxy(server.getsockname(), rtt_s).start()
     samples = []
-    for _ in range(tries):
-        started = time.monotonic()
-        with socket.create_connection(("127.0.0.1", bench.proxies[0].port), timeout=5) as sock:
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(b"x")
+        sock.recv(64)
+        connect_s = time.monotonic() - started
+        for _ in range(tries):
+            started = time.monotonic()
+            sock.sendall(b"x")
             sock.recv(64)
-        samples.append(time.monotonic() - started)
-    return statistics.median(samples)
+            samples.append(time.monotonic() - started)
+    proxy.stop()
+    server.close()
+    return connect_s, statistics.median(samples)
 
 
 def check_deployed(bench: BenchHosts, count: int) -> None:
@@ -131,8 +152,9 @@ def per_host_counts(runs: list[dict]) -> dict:
     }
 
 
-def scenario_a_plus(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -> None:
-    count = SCENARIO_A_HOSTS
+def scenario_a_plus(
+    bench: BenchHosts, dirs: dict[str, Path], runs: int, count: int, out: dict
+) -> None:
     inventory = bench.write_ddtree_inventory(count)
     prepared = prepare_patchset(load_patchset(dirs["imports"] / "ddtree" / "1.0.0"))
     host = load_inventory(inventory).hosts[bench.hosts[0].name]
@@ -153,6 +175,7 @@ def scenario_a_plus(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: di
         log(f"A+ run {i + 1}/{runs}: push {pushed.wall_s:.2f} s, floor {floor.wall_s:.2f} s")
     overheads = [p - f for p, f in zip(pushes, floors, strict=True)]
     out["A+"] = {
+        "hosts": count,
         "push": summarise(pushes),
         "floor": summarise(floors),
         "overhead": summarise(overheads),
@@ -221,6 +244,55 @@ def scenario_d(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -
     out["D"] = {"repush": summarise(samples), "round_trips": per_host_counts(stats)}
 
 
+def profile_ddtree(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -> None:
+    """Where a scenario-A push spends its time: CLI start-up, the hosts, the exit; plus the
+    wall of each request round trip seen by the controller vs the agent's own time."""
+    count = SCENARIO_A_HOSTS
+    inventory = bench.write_ddtree_inventory(count)
+    phases: dict[str, list[float]] = {}
+    per_request: dict[str, list[float]] = {}
+    for i in range(runs):
+        bench.reset(count)
+        result = run_ddtree(bench, inventory, dirs["none"])
+        for name, value in result.phases_s.items():
+            phases.setdefault(name, []).append(value)
+        for stage, wall_s, agent_s in request_walls(result.events):
+            per_request.setdefault(f"{stage}: controller wall", []).append(wall_s)
+            per_request.setdefault(f"{stage}: of which on the host", []).append(agent_s)
+        log(f"profile run {i + 1}/{runs}: {result.wall_s:.2f} s")
+    out["profile"] = {
+        "phases": {k: summarise(v) for k, v in phases.items()},
+        "requests": {k: summarise(v) for k, v in per_request.items()},
+    }
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "ddtree_deploy", "--help"], capture_output=True)
+    out["profile"]["cli_help_s"] = round(time.monotonic() - started, 3)
+
+
+def request_walls(events: list[dict]) -> list[tuple[str, float, float]]:
+    """(first stage, controller wall, agent time) of each request, per host, from events:
+    a request's stages start together and finish together."""
+    found = []
+    for host in {e["host"] for e in events}:
+        mine = [e for e in events if e["host"] == host]
+        i = 0
+        while i < len(mine):
+            if mine[i]["event"] != "start":
+                i += 1
+                continue
+            group = [mine[i]]
+            while i + 1 < len(mine) and mine[i + 1]["event"] == "start":
+                i += 1
+                group.append(mine[i])
+            ends = mine[i + 1 : i + 1 + len(group)]
+            if ends:
+                wall_s = event_time_s(ends[-1]) - event_time_s(group[0])
+                agent_s = sum(e.get("duration_s") or 0 for e in ends)
+                found.append((group[0]["stage"], wall_s, agent_s))
+            i += 1 + len(group)
+    return found
+
+
 def run_builder(repeats: int, out: dict) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH_DIR / "bench_ddtree_builder.py"), "--repeats", str(repeats)],
@@ -236,37 +308,44 @@ def main() -> int:
     parser.add_argument("--rtt-ms", type=float, default=25.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--aplus-runs", type=int, default=3)
+    parser.add_argument("--aplus-hosts", type=int, default=SCENARIO_A_HOSTS)
     parser.add_argument("--max-hosts", type=int, default=16)
     parser.add_argument("--builder-repeats", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ddtree-bench"))
-    parser.add_argument("--only", nargs="*", default=None, help="A A+ B C D builder")
+    parser.add_argument("--only", nargs="*", default=None, help="A A+ B C D profile builder")
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results.json")
     parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    wanted = set(args.only or ["A", "A+", "B", "C", "D", "builder"])
+    wanted = set(args.only or ["A", "A+", "B", "C", "D", "profile", "builder"])
     rtt_s = args.rtt_ms / 1000
     out: dict = json.loads(args.results.read_text()) if args.only and args.results.exists() else {}
     dirs = variants(args.workdir / "patchsets")
     started = time.monotonic()
     bench = start_bench_hosts(args.workdir, args.max_hosts, dirs["none"], rtt_s)
+    first_s, ping_s = measure_rtt_s(rtt_s)
     try:
-        out["setup"] = {
+        setup = {
             "rtt_ms": args.rtt_ms,
-            "measured_rtt_ms": round(measure_rtt_s(bench) * 1000, 1),
+            "measured_rtt_ms": round(ping_s * 1000, 1),
+            "measured_first_reply_ms": round(first_s * 1000, 1),
             "hosts_started": args.max_hosts,
-            "cpus": len(__import__("os").sched_getaffinity(0)),
+            "cpus": len(os.sched_getaffinity(0)),
             "python": sys.version.split()[0],
             "ansible": _version(["ansible-playbook", "--version"]),
             "date": time.strftime("%Y-%m-%d"),
+            "load_average_at_start": round(os.getloadavg()[0], 1),
         }
-        log(f"setup: {out['setup']}")
+        if "setup" not in out:
+            out["setup"] = setup
+        log(f"setup: {setup}")
         sizes = [n for n in (1, 4, 16) if n <= args.max_hosts]
         steps = [
             ("A", lambda: scenario_a(bench, dirs, args.runs, out)),
-            ("A+", lambda: scenario_a_plus(bench, dirs, args.aplus_runs, out)),
+            ("A+", lambda: scenario_a_plus(bench, dirs, args.aplus_runs, args.aplus_hosts, out)),
             ("B", lambda: scenario_b(bench, dirs, args.runs, sizes, out)),
             ("C", lambda: scenario_c(bench, dirs, args.runs, rtt_s, out)),
             ("D", lambda: scenario_d(bench, dirs, args.runs, out)),
+            ("profile", lambda: profile_ddtree(bench, dirs, args.runs, out)),
         ]
         for name, step in steps:
             if name in wanted:
@@ -277,7 +356,9 @@ def main() -> int:
         bench.stop()
     if "builder" in wanted:
         run_builder(args.builder_repeats, out)
-    out["setup"]["bench_wall_s"] = round(time.monotonic() - started, 1)
+    key = "bench_wall_s" if not args.only else "bench_wall_s_" + "+".join(sorted(wanted))
+    out["setup"][key] = round(time.monotonic() - started, 1)
+    out["setup"]["load_average_at_end"] = round(os.getloadavg()[0], 1)
     args.results.write_text(json.dumps(out, indent=2) + "\n")
     write_report(out, args.doc)
     log(f"wrote {args.results} and {args.doc}")

@@ -30,6 +30,7 @@ class ToolRun:
     exit_code: int = 0
     stats: dict[str, dict] = field(default_factory=dict)  # ddtree-deploy: host -> counters
     events: list[dict] = field(default_factory=list)  # ddtree-deploy --json events
+    phases_s: dict[str, float] = field(default_factory=dict)  # ddtree-deploy: where time went
 
 
 def _timed(argv: list[str], env: dict | None = None, cwd: Path = REPO) -> tuple[float, object]:
@@ -50,6 +51,7 @@ def run_ddtree(
         "push", "-i", str(inventory), "--all", "--yes", "--json",
         "-p", "ddtree@1.0.0", "--patchsets-dir", str(patchsets_dir),
     ]  # fmt: skip
+    launched = time.time()
     wall_s, done = _timed(argv)
     stats = json.loads(stats_path.read_text())
     if stats["exit_code"] != expect_exit:
@@ -58,7 +60,15 @@ def run_ddtree(
             f"{done.stderr[-3000:]}"
         )
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return ToolRun(wall_s, stats["exit_code"], stats["hosts"], events)
+    run = ToolRun(wall_s, stats["exit_code"], stats["hosts"], events)
+    if events:
+        first, last = event_time_s(events[0]), event_time_s(events[-1])
+        run.phases_s = {
+            "start-up (launch to first event)": first - launched,
+            "hosts (first to last event)": last - first,
+            "wind-down (last event to exit)": launched + wall_s - last,
+        }
+    return run
 
 
 def write_ansible_config(bench: BenchHosts, control_dir: Path, forks: int = 16) -> Path:
