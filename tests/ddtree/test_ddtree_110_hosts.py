@@ -1,0 +1,86 @@
+"""ddtree 1.1.0 on a real sshd host with the real sglang 0.5.13.post1: push, then imports.
+
+The push runs every suite of the patchset (integrity, compile, imports, ddtree, gpu,
+then server after the restart); `smoke --suite imports` then re-imports each patched
+module in a fresh process, the patched DFlash worker and the new DDTree modules
+included, plus every module beside them that imports one of them.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from tests.smoke.test_smoke_hosts import parse_events, suite_events
+from tests.support import run_cli
+
+pytestmark = pytest.mark.hosts
+
+PATCHSET = "ddtree@1.1.0"
+WORKER_MODULES = {
+    "sglang.srt.speculative.dflash_worker",
+    "sglang.srt.speculative.ddtree_info",
+    "sglang.srt.speculative.ddtree_worker_utils",
+    "sglang.srt.speculative.ddtree_utils",
+    "sglang.srt.server_args",
+    "sglang.srt.speculative.spec_info",
+}
+
+# Run by the host's python against the pushed sglang: the glue's own objects, no GPU.
+GLUE_PROBE = """
+import types, torch
+from sglang.srt.speculative import ddtree_info as di, ddtree_utils as du
+from sglang.srt.speculative import ddtree_worker_utils as wu
+from sglang.srt.speculative.dflash_info import DFlashVerifyInput
+from sglang.srt.speculative.spec_info import SpecInputType
+tree = du.build_ddtree_tree_from_logits(torch.randn(3, 7), 4)
+packed = wu.pack_ddtree_verify_batch([du.compile_ddtree_tree(tree, 5, 9)], 6)
+vi = di.DDTreeVerifyInput(
+    draft_token=packed.input_ids, positions=packed.positions, draft_token_num=6, tree=packed
+)
+assert isinstance(vi, DFlashVerifyInput) and vi.is_verify_input()
+assert vi.spec_input_type == SpecInputType.DDTREE_VERIFY
+assert vi.get_spec_adjust_token_coefficient() == (6, 6)
+TritonAttnBackend = type("TritonAttnBackend", (), {})
+ns = types.SimpleNamespace
+shard = ns(num_added_elements=0, org_vocab_start_index=0, num_org_elements=7)
+head = ns(shard_indices=shard, weight=torch.zeros(7, 2))
+runner = ns(attn_backend=TritonAttnBackend(), model=ns(lm_head=head))
+args = ns(tp_size=1, disable_cuda_graph=False, speculative_ddtree_budget=5)
+worker = ns(server_args=args, target_worker=ns(model_runner=runner), page_size=1, tp_rank=0,
+            block_size=4)
+di.check_ddtree_worker(worker)
+worker.page_size = 16
+try:
+    di.check_ddtree_worker(worker)
+    raise SystemExit("page size 16 was accepted")
+except ValueError as exc:
+    assert "--page-size" in str(exc), exc
+print("glue ok")
+"""
+
+
+def test_push_110_and_the_patched_worker_imports_in_real_sglang(sandbox_factory):
+    sandbox = sandbox_factory(1)
+    inventory = str(sandbox.inventory_path)
+
+    push = run_cli("push", "-H", "host0", "-i", inventory, "-p", PATCHSET, "--json")
+    assert push.returncode == 0, push.stderr[-4000:]
+    stages = [(e["stage"], e["event"]) for e in parse_events(push.stdout)]
+    assert ("smoke", "ok") in stages and ("verify", "ok") in stages, stages
+
+    smoke = run_cli(
+        "smoke", "-H", "host0", "-i", inventory, "-p", PATCHSET, "--json", "--suite", "imports"
+    )
+    assert smoke.returncode == 0, smoke.stderr[-4000:]
+    imports = suite_events(parse_events(smoke.stdout))["imports"]
+    checks = {c["name"]: c for c in imports["checks"]}
+    assert WORKER_MODULES <= set(checks), sorted(checks)
+    for name in WORKER_MODULES:
+        assert checks[name]["passed"] and checks[name]["detail"] == "ok", checks[name]
+    assert all(c["passed"] for c in imports["checks"]), imports["details"]
+
+    host = sandbox.hosts[0]
+    glue = host.run(f"{host.python} -c {shlex.quote(GLUE_PROBE)}", timeout_s=300)
+    assert glue.returncode == 0 and "glue ok" in glue.stdout, glue.stdout + glue.stderr
