@@ -67,6 +67,11 @@ def check_sources(patchset: Patchset) -> PatchsetLock:
                 f"{patchset.source_path(entry.source)}: changed since the lock was written "
                 f"(sha256 differs); run `ddtree-deploy patchset lock {spec.ref}`"
             )
+        if locked.kind == "new" and locked.result_sha256 != locked.source_sha256:
+            raise PatchsetError(  # a whole file is installed as it is: result == source
+                f"{where}: {entry.path}: result_sha256 differs from the file's own sha256; "
+                f"the lock was edited: run `ddtree-deploy patchset lock {spec.ref}`"
+            )
     return lock
 
 
