@@ -703,28 +703,27 @@ QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 10.0, 3600.0
 
 
 def _hold_agent_lock(request):
-    """Serialise the requests that change a host: flock on state_dir/.agent.flock.
+    """Serialise the requests that change a host: flock on the state dir itself.
 
     An agent whose SSH channel dropped keeps running (SIGHUP is ignored); the controller's
     rollback over a fresh connection must not overtake it, or the orphan's install could land
-    after the restore. Returns (fd or None, note): None when the request only reads, when the
-    state dir cannot hold the lock file (read-only, full), or when a quick request gave up.
+    after the restore. The lock is taken on the directory, so a refused preflight writes
+    nothing. Returns (fd or None, note): None when the request only reads, when there is no
+    state dir yet for a quick request, or when a quick request gave up waiting.
     """
     import fcntl
 
     names = {op["op"] for op in request["ops"]}
     if names <= _READ_ONLY:
         return None, "read-only"
-    path = os.path.join(request["state_dir"], ".agent.flock")
+    quick = names <= _QUICK
     try:
-        os.makedirs(request["state_dir"], mode=0o700, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
+        if not quick:
+            os.makedirs(request["state_dir"], mode=0o700, exist_ok=True)
+        fd = os.open(request["state_dir"], os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         return None, f"unavailable: {exc}"
-    deadline = time.monotonic() + (QUICK_WAIT_S if names <= _QUICK else EXCLUSIVE_WAIT_S)
+    deadline = time.monotonic() + (QUICK_WAIT_S if quick else EXCLUSIVE_WAIT_S)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
