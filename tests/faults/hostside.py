@@ -1,0 +1,252 @@
+"""Host-side fault tools for sandbox hosts: pause the real agent at an op, cut its SSH
+session, fill or freeze a directory, make the service fail its next start; and read back
+what the host looks like from inside its own mount namespace.
+
+The pause works through a stand-in for the host's python (`/srv/service/holdpy`): it runs
+the real agent source it is sent, wrapping one op so that the first call of it waits for
+the test. Everything the agent does (SIGHUP, locks, writes) is the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from ddtree_deploy.sandbox.processes import find_children, read_cmdline
+
+HOST_PYTHON = "/srv/venv/bin/python"
+SITE = "/srv/venv/lib/python3.11/site-packages"
+SPECULATIVE = f"{SITE}/sglang/srt/speculative"
+STATE_DIR = "/var/lib/ddtree-deploy"
+SERVICE = "/srv/service"
+
+HOLDPY = f"""#!{HOST_PYTHON}
+import base64, json, os, sys, time, zlib
+HOLD, PAUSED, GO = "{SERVICE}/hold.json", "{SERVICE}/hold.paused", "{SERVICE}/hold.go"
+if sys.argv[1:2] != ["-c"]:
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+source = zlib.decompress(base64.b64decode(sys.stdin.readline()))
+ns = {{"__name__": "ddtree_agent_held"}}
+exec(compile(source, "ddtree-agent", "exec"), ns)
+try:
+    with open(HOLD) as fh:
+        hold = json.load(fh)
+except (OSError, ValueError):
+    hold = None
+if hold:
+    real = ns["OPS"][hold["op"]]
+
+    def held(ctx, args):
+        state = (args.get("entry") or {{}}).get("state")
+        if hold.get("state") in (None, state) and os.path.exists(HOLD):
+            os.unlink(HOLD)
+            with open(PAUSED, "w") as fh:
+                fh.write(str(os.getpid()))
+            deadline = time.monotonic() + 180
+            while not os.path.exists(GO) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return real(ctx, args)
+
+    ns["OPS"][hold["op"]] = held
+ns["main"]()
+"""
+
+FAULTY_START = f"""import json, subprocess, sys, time
+from pathlib import Path
+d = Path("{SERVICE}")
+plan, cfg = d / "start_plan.json", d / "stub.json"
+stub = [sys.executable, str(d / "sglang_stub.py")]
+steps = json.loads(plan.read_text()) if plan.exists() else []
+action = steps.pop(0) if steps else "ok"
+plan.write_text(json.dumps(steps))
+if action == "fail":
+    print("injected fault: the service refuses to start", file=sys.stderr)
+    sys.exit(1)
+if action != "never_ready":
+    sys.exit(subprocess.call(stub + ["start"]))
+original = cfg.read_text()
+cfg.write_text(json.dumps(dict(json.loads(original), never_ready=True)))
+log = d / "server.log"
+mark = log.stat().st_size if log.exists() else 0
+try:
+    code = subprocess.call(stub + ["start"])
+    deadline = time.monotonic() + 20
+    while "config" not in log.read_text()[mark:] and time.monotonic() < deadline:
+        time.sleep(0.05)
+finally:
+    cfg.write_text(original)
+sys.exit(code)
+"""
+
+
+class FaultHost:
+    """One sandbox host prepared for fault injection (see the module docstring)."""
+
+    def __init__(self, sandbox, ready_timeout_s: float = 20.0):
+        self.sandbox = sandbox
+        self.host = sandbox.hosts[0]
+        self._immutable: list[str] = []
+        self._filled: list[str] = []
+        service = self.host.service_dir_on_disk
+        (service / "holdpy").write_text(HOLDPY)
+        (service / "holdpy").chmod(0o755)
+        (service / "faulty_start.py").write_text(FAULTY_START)
+        inv = sandbox.inventory_path
+        text = inv.read_text()
+        text = text.replace(f'python = "{HOST_PYTHON}"', f'python = "{SERVICE}/holdpy"', 1)
+        text = text.replace(
+            f'start = "{HOST_PYTHON} {SERVICE}/sglang_stub.py start"',
+            f'start = "{HOST_PYTHON} {SERVICE}/faulty_start.py"',
+        )
+        text = text.replace(
+            "ready_timeout_s = 60", f"ready_timeout_s = {ready_timeout_s}\npoll_interval_s = 0.2"
+        )
+        inv.write_text(text)
+
+    # --- what the host looks like ------------------------------------------------------
+
+    def digest(self) -> dict[str, str]:
+        """sha256 of every file under site-packages/sglang, read inside the host namespace
+        (so tmpfs mounts the faults put there are seen)."""
+        code = (
+            "import hashlib,json,os,sys\nout={}\ntop=sys.argv[1]\n"
+            "for d,ds,fs in os.walk(top):\n ds[:]=[x for x in ds if x!='__pycache__']\n"
+            " for f in fs:\n  p=os.path.join(d,f)\n"
+            "  out[os.path.relpath(p,top)]=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
+            "print(json.dumps(out))"
+        )
+        done = self.host.run([HOST_PYTHON, "-c", code, f"{SITE}/sglang"])
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def journal(self) -> list[dict]:
+        done = self.host.run(["cat", f"{STATE_DIR}/journal.jsonl"])
+        return [json.loads(x) for x in done.stdout.splitlines() if x.strip()]
+
+    def lock(self) -> dict | None:
+        done = self.host.run(["cat", f"{STATE_DIR}/lock"])
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def service_running(self) -> bool:
+        return self.host.run([HOST_PYTHON, f"{SERVICE}/sglang_stub.py", "status"]).returncode == 0
+
+    def start_service(self, timeout_s: float = 90.0) -> None:
+        """Start the stub and wait until it has imported sglang and says it is ready (so
+        its import cannot overlap the install under test)."""
+        log = self.host.service_dir_on_disk / "server.log"
+        ready = log.read_text().count("ready to roll") if log.exists() else 0
+        done = self.host.run([HOST_PYTHON, f"{SERVICE}/sglang_stub.py", "start"])
+        assert done.returncode == 0, done.stdout + done.stderr
+        deadline = time.monotonic() + timeout_s
+        while log.read_text().count("ready to roll") <= ready:
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+
+    # --- pausing the agent ---------------------------------------------------------------
+
+    def hold_at(self, op: str, state: str | None = None) -> None:
+        """The next agent call of `op` (journal: with this entry state) waits for release()."""
+        service = self.host.service_dir_on_disk
+        for name in ("hold.paused", "hold.go"):
+            (service / name).unlink(missing_ok=True)
+        (service / "hold.json").write_text(json.dumps({"op": op, "state": state}))
+
+    def wait_paused(self, proc, timeout_s: float = 90.0) -> int:
+        """Block until an agent sits at the held op; returns its pid."""
+        marker = self.host.service_dir_on_disk / "hold.paused"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if marker.exists() and marker.read_text().strip():
+                return int(marker.read_text())
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"CLI exited {proc.returncode} before the hold: {_err(proc)}")
+            time.sleep(0.05)
+        raise AssertionError("the agent never reached the held op")
+
+    def release(self) -> None:
+        (self.host.service_dir_on_disk / "hold.go").write_text("go")
+
+    def agents(self) -> list[int]:
+        """Pids of agent processes running in this host's namespace (orphans included)."""
+        ns = _mount_ns(self.host.sshd_pid())
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and "ddtree-agent" in read_cmdline(int(entry.name)):
+                if _mount_ns(int(entry.name)) == ns:
+                    found.append(int(entry.name))
+        return found
+
+    def wait_agents_gone(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.agents() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not self.agents(), "an agent is still running on the host"
+
+    # --- faults --------------------------------------------------------------------------
+
+    def cut_ssh(self) -> int:
+        """SIGKILL every per-connection sshd process of the host (the listener stays);
+        returns how many were killed."""
+        killed = 0
+        for pid in find_children(self.host.sshd_pid()):
+            if read_cmdline(pid).startswith("sshd:"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+        return killed
+
+    def tmpfs_over(self, path: str, size: str = "16m") -> None:
+        """Mount a tmpfs holding a copy of `path` over it (inside the host namespace)."""
+        tmp = f"/tmp/ddtree-fault-{os.getpid()}-{time.monotonic_ns()}"
+        script = (
+            f"set -e; cp -a {path} {tmp}; mount -t tmpfs -o size={size},mode=0700 tmpfs {path}; "
+            f"cp -a {tmp}/. {path}/; rm -rf {tmp}"
+        )
+        done = self.host.run(script)
+        assert done.returncode == 0, done.stderr
+
+    def fill(self, path: str) -> None:
+        """Fill the filesystem holding `path` until it reports ENOSPC."""
+        self.host.run(f"dd if=/dev/zero of={path}/.filler bs=64k 2>/dev/null; sync")
+        self._filled.append(path)
+
+    def make_immutable(self, path: str) -> None:
+        """chattr +i: even root gets EPERM creating, renaming or removing entries in it."""
+        done = self.host.run(["chattr", "+i", path])
+        assert done.returncode == 0, done.stderr
+        self._immutable.append(path)
+
+    def clear_faults(self) -> None:
+        """Undo fill() and make_immutable() (the operator fixing the host)."""
+        for path in self._immutable:
+            self.host.run(["chattr", "-i", path])
+        for path in self._filled:
+            self.host.run(["rm", "-f", f"{path}/.filler"])
+        self._immutable, self._filled = [], []
+
+    def plan_starts(self, *actions: str) -> None:
+        """Outcome of the next service starts, in order: "ok", "fail" or "never_ready"."""
+        (self.host.service_dir_on_disk / "start_plan.json").write_text(json.dumps(list(actions)))
+
+    def tamper(self, rel: str) -> None:
+        """Append a line to an installed file (someone else writing during the deploy)."""
+        self.host.run(f"echo '# tampered' >> {SITE}/{rel}")
+
+
+def _mount_ns(pid: int | None) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _err(proc) -> str:
+    try:
+        return proc.stderr.read()[-2000:]
+    except (OSError, ValueError):
+        return ""
