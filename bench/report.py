@@ -64,6 +64,7 @@ def _verdict(met: bool) -> str:
 
 def render(results: dict, png_name: str | None) -> str:
     setup = results.get("setup", {})
+    walls = ", ".join(f"{v} s" for k, v in setup.items() if k.startswith("bench_wall_s"))
     lines = [
         "# Benchmarks",
         "",
@@ -74,10 +75,10 @@ def render(results: dict, png_name: str | None) -> str:
         "",
         f"Setup: RTT {setup.get('rtt_ms')} ms set on the proxies (measured through one: "
         f"{setup.get('measured_rtt_ms')} ms ping-pong, {setup.get('measured_first_reply_ms')} ms "
-        "connect + first reply), {setup.get('cpus')} CPU cores shared with other "
+        f"connect + first reply), {setup.get('cpus')} CPU cores shared with other "
         f"work, python {setup.get('python')}, {setup.get('ansible')}, "
-        f"{setup.get('hosts_started')} sandbox hosts, {setup.get('date')}, whole bench "
-        f"{setup.get('bench_wall_s')} s; 1-minute load average "
+        f"{setup.get('hosts_started')} sandbox hosts, {setup.get('date')}, bench wall "
+        f"{walls}; 1-minute load average "
         f"{setup.get('load_average_at_start', '?')} at the start and "
         f"{setup.get('load_average_at_end', '?')} at the end (other sessions' test suites "
         "shared the two cores).",
