@@ -383,7 +383,19 @@ def op_journal(ctx, args):
 
 
 def op_backup(ctx, args):
-    """Copy originals (or note their absence) under backups/<deploy-id>, then verify."""
+    """Copy originals (or note their absence) under backups/<deploy-id>, then verify.
+
+    Every directory of the backup is 0700 and every file 0600 (umask 077 while it runs:
+    makedirs applies its mode to the last directory only).
+    """
+    umask = os.umask(0o077)
+    try:
+        return _backup(ctx, args)
+    finally:
+        os.umask(umask)
+
+
+def _backup(ctx, args):
     ctx.ensure_state_dir()
     site, deploy_id = args["site_packages"], args["deploy_id"]
     root = os.path.join(ctx.backups_dir, deploy_id)
@@ -622,6 +634,8 @@ def op_smoke(ctx, args):
                 capture_output=True,
                 text=True,
                 timeout=suite.get("timeout_s", 600),
+                # no world-readable __pycache__ in the 0700 state dir, no .pyc in site-packages
+                env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
             )
             lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
             result = json.loads(lines[-1]) if lines else None
