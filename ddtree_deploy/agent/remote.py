@@ -255,11 +255,13 @@ def op_facts(ctx, args):
                 record[str(f)] = raw.hex()
     files = {}
     for rel in args.get("paths", []):
-        full = _safe_join(site, rel) if site else None
-        files[rel] = {
-            "sha256": sha256_file(full) if full else None,
-            "record_sha256": record.get(rel),
-        }
+        entry = {"sha256": None, "record_sha256": record.get(rel)}
+        try:
+            full = _safe_join(site, rel) if site else None
+            entry["sha256"] = sha256_file(full) if full else None
+        except OpFailed as exc:  # a symlink leading outside: check_plan refuses it
+            entry["unsafe"] = str(exc)
+        files[rel] = entry
     probe = ctx.state_dir
     while not os.path.exists(probe):
         probe = os.path.dirname(probe) or "/"
@@ -313,6 +315,9 @@ def op_check_plan(ctx, args):
             "installed %s is %s, patchset targets %s"
             % (args["package"], facts["package_version"], args["target_version"]),
         )
+    unsafe = [f["unsafe"] for f in facts["files"].values() if f.get("unsafe")]
+    if unsafe:
+        raise OpFailed("unsafe_path", "; ".join(unsafe))
     states = {}
     for spec in args["files"]:
         current = facts["files"][spec["path"]]["sha256"]

@@ -75,6 +75,9 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         if failed.code == "locked" and holder_is_dead(lock):
             message += " (that process is gone: --break-lock takes the lock over)"
         return run.result(outcome, message, details=failed.data or {})
+    replaced = (pre.result("lock_acquire").data or {}).get("lock", {}).get("replaced")
+    if replaced:
+        run.recorder.info("preflight", f"--break-lock: took over the lock of {_holder(replaced)}")
     site = facts.data["site_packages"]
     return _install(run, prepared, opts, site, pre.result("check_plan").data["files"])
 
@@ -150,6 +153,10 @@ def _install(
         version_now=prepared.ref,
         details={"suites": suites},
     )
+
+
+def _holder(lock: dict) -> str:
+    return f"{lock.get('holder')} (run {lock.get('run_id')}, since {lock.get('started')})"
 
 
 def _error(response: AgentResponse) -> str:
