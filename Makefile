@@ -34,3 +34,9 @@ clean: demo-down
 bench: install  ## deploy benchmarks at 25 ms RTT vs Ansible/Fabric (root, ~10 min): docs/benchmarks.md
 	$(PYTHON) -m pip install -q matplotlib ansible-core
 	$(PYTHON) bench/run_benchmarks.py $(BENCH_ARGS)
+
+faults: install  ## the whole fault matrix + crash/bad-input/security tests (root, ~15 min): docs/reliability.md
+	$(PYTHON) -m tests.faults.report
+
+soak: install  ## 30 push/rollback cycles on 4 sandbox hosts, checking for leaks (root, ~15 min)
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/faults/test_soak.py
