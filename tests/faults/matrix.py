@@ -135,7 +135,7 @@ CELLS: list[Cell] = [
     *_row(
         "compile",
         ssh_cut={"exit": 1},
-        disk_full={"exit": 3, "recover": True, "note": "no room to restore either: recover"},
+        disk_full={"exit": 1, "note": "the restore removes the new file first: room enough"},
         perm_denied={"exit": 1, "note": "__pycache__ immutable: .pyc not cleared, harmless"},
         compile_error={"exit": 1, "default": True},
         sigkill={"exit": -9, "recover": True},
@@ -143,7 +143,7 @@ CELLS: list[Cell] = [
     *_row(
         "smoke",
         ssh_cut={"exit": 1},
-        disk_full={"exit": 3, "recover": True, "note": "files restored, journal full: recover"},
+        disk_full={"exit": 1, "note": "the failed script write frees its blocks"},
         perm_denied={"exit": 1},
         import_error={"exit": 1},
         smoke_failure={"exit": 1, "default": True},
@@ -165,15 +165,15 @@ CELLS: list[Cell] = [
     *_row(
         "commit",
         ssh_cut={"exit": 1, "note": "commit landed unseen; rolled back to be sure"},
-        disk_full={"exit": 3, "recover": True},
-        perm_denied={"exit": 3, "recover": True},
+        disk_full={"exit": 0, "end": "after", "note": "one journal line fits in its last page"},
+        perm_denied={"exit": 3, "recover": True, "note": "journal immutable: recover after"},
         sigkill={"exit": -9, "end": "after", "default": True, "note": "the commit completes"},
     ),
     *_row(
         "rollback",
         ssh_cut={"exit": 3, "note": "the orphan finishes the restore; nothing to recover"},
-        disk_full={"exit": 3, "recover": True},
-        perm_denied={"exit": 3, "recover": True, "default": True},
+        disk_full={"exit": 1, "note": "the restore removes the new file first: room enough"},
+        perm_denied={"exit": 3, "recover": True, "default": True, "note": "rollback_failed"},
         service_refuses={"exit": 3, "running": False, "note": "files restored, service down"},
         never_ready={"exit": 3, "note": "files restored, service unhealthy"},
         sigkill={"exit": -9},
