@@ -15,6 +15,7 @@ from ddtree_deploy.pipeline.context import (
     new_deploy_id,
     unreachable,
 )
+from ddtree_deploy.pipeline.manage import describe_suite
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
@@ -131,7 +132,10 @@ def _install(
             return _lost(run, deploy_id, exc, group[0][0], did_restart)
         if not response.ok:
             return _rollback(run, deploy_id, did_restart, response)
-        suites += [s for r in response.results if r.op == "smoke" for s in r.data["suites"]]
+        for (stage, _), r in zip(group, response.results, strict=False):
+            for suite in r.data["suites"] if r.op == "smoke" else []:
+                run.recorder.info(stage, describe_suite(suite), data=suite)
+                suites.append(suite)
     if not restarted:
         run.recorder.skip("restart", "--no-restart" if not opts.restart else "service kind none")
     try:

@@ -1,9 +1,9 @@
-"""ddtree 1.1.0 on a real sshd host with the real sglang 0.5.13.post1: push, then imports.
+"""ddtree 1.1.0 on a real sshd host with the real sglang 0.5.13.post1: push and its imports.
 
 The push runs every suite of the patchset (integrity, compile, imports, ddtree, gpu,
-then server after the restart); `smoke --suite imports` then re-imports each patched
-module in a fresh process, the patched DFlash worker and the new DDTree modules
-included, plus every module beside them that imports one of them.
+then server after the restart); its `imports` suite imports each patched module in a
+fresh process, the patched DFlash worker and the new DDTree modules included, plus every
+module beside them that imports one of them. The push reports each suite as an event.
 """
 
 from __future__ import annotations
@@ -70,11 +70,7 @@ def test_push_110_and_the_patched_worker_imports_in_real_sglang(sandbox_factory)
     stages = [(e["stage"], e["event"]) for e in parse_events(push.stdout)]
     assert ("smoke", "ok") in stages and ("verify", "ok") in stages, stages
 
-    smoke = run_cli(
-        "smoke", "-H", "host0", "-i", inventory, "-p", PATCHSET, "--json", "--suite", "imports"
-    )
-    assert smoke.returncode == 0, smoke.stderr[-4000:]
-    imports = suite_events(parse_events(smoke.stdout))["imports"]
+    imports = suite_events(parse_events(push.stdout))["imports"]  # the push's own smoke
     checks = {c["name"]: c for c in imports["checks"]}
     assert WORKER_MODULES <= set(checks), sorted(checks)
     for name in WORKER_MODULES:
