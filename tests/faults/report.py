@@ -2,7 +2,7 @@
 
     python -m tests.faults.report                 # full matrix + the other fault tests
     python -m tests.faults.report --default-only  # what `make test` runs
-    python -m tests.faults.report --junit FILE    # no run: render an earlier JUnit file
+    python -m tests.faults.report --junit F...    # no run: render earlier JUnit files
 
 The matrix itself (cells, n/a reasons) comes from tests/faults/matrix.py, so the page and
 the tests cannot disagree.
@@ -43,10 +43,11 @@ def run_tests(junit: Path, default_only: bool, with_soak: bool) -> float:
     return time.monotonic() - started
 
 
-def read_results(junit: Path) -> dict[str, tuple[str, float]]:
-    """test id (file::name) -> ("passed" | "failed" | "skipped", seconds)."""
+def read_results(*junits: Path) -> dict[str, tuple[str, float]]:
+    """test id (file::name) -> ("passed" | "failed" | "skipped", seconds); later files win."""
     results = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
+    cases = [case for junit in junits for case in ET.parse(junit).getroot().iter("testcase")]
+    for case in cases:
         module = case.get("classname", "").rsplit(".", 1)[-1]
         outcome = "passed"
         if case.find("failure") is not None or case.find("error") is not None:
@@ -57,7 +58,17 @@ def read_results(junit: Path) -> dict[str, tuple[str, float]]:
     return results
 
 
-def render(results: dict[str, tuple[str, float]], wall_s: float | None) -> str:
+def default_ids() -> set[str]:
+    """Ids (file::name) of the fault tests `make test` runs (not marked slow)."""
+    argv = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+            "-m", "not slow", "tests/faults"]  # fmt: skip
+    out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True).stdout
+    return {line.split("tests/faults/", 1)[-1] for line in out.splitlines() if "::" in line}
+
+
+def render(
+    results: dict[str, tuple[str, float]], wall_s: float | None, default_tests: set[str]
+) -> str:
     cells = {c.id: results.get(f"test_matrix.py::test_fault_cell[{c.id}]") for c in CELLS}
     ran = {k: v for k, v in cells.items() if v}
     passed = sum(v[0] == "passed" for v in ran.values())
@@ -128,7 +139,15 @@ def render(results: dict[str, tuple[str, float]], wall_s: float | None) -> str:
         took = sum(v[1] for v in mine.values())
         lines.append(f"- **{title}** (`tests/faults/{module}`): {ok}/{len(mine)} passed, "
                      f"{took:.0f} s.")  # fmt: skip
-    lines += ["", *_explanations()]
+    in_default = [results[k] for k in default_tests if k in results]
+    lines += [
+        "",
+        f"`make test` runs {len(default_tests)} of these fault tests (the default matrix cells "
+        f"included): {sum(v[0] == 'passed' for v in in_default)}/{len(default_tests)} passed, "
+        f"{sum(v[1] for v in in_default):.0f} s of test time.",
+        "",
+        *_explanations(),
+    ]
     if wall_s is not None:
         lines += ["", f"Whole run: {wall_s:.0f} s wall on the machine that generated this."]
     return "\n".join(lines) + "\n"
@@ -162,17 +181,19 @@ def _explanations() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--junit", type=Path, help="render this JUnit file, run nothing")
+    parser.add_argument(
+        "--junit", type=Path, nargs="+", help="render these JUnit files, run nothing"
+    )
     parser.add_argument("--default-only", action="store_true")
     parser.add_argument("--soak", action="store_true", help="include the soak test")
     parser.add_argument("--out", type=Path, default=DOC)
     args = parser.parse_args(argv)
     wall_s = None
-    junit = args.junit
-    if junit is None:
-        junit = Path(tempfile.mkdtemp()) / "faults.xml"
-        wall_s = run_tests(junit, args.default_only, args.soak)
-    args.out.write_text(render(read_results(junit), wall_s))
+    junits = args.junit
+    if not junits:
+        junits = [Path(tempfile.mkdtemp()) / "faults.xml"]
+        wall_s = run_tests(junits[0], args.default_only, args.soak)
+    args.out.write_text(render(read_results(*junits), wall_s, default_ids()))
     print(f"wrote {args.out}")
     return 0
 

@@ -47,6 +47,7 @@ def test_cut_mid_install_orphan_finishes_then_the_rollback_restores(fault_host, 
     assert _leftover_temp_files(fh) == []
 
 
+@pytest.mark.slow  # the matrix's install-sigkill cell covers it by default
 def test_cut_mid_install_then_sigkill_controller_recover_restores(fault_host, tmp_path):
     """Cut and controller gone: the orphan's install lands whole (never a mixed tree), the
     journal says installing, and `recover` puts the host back."""
