@@ -9,6 +9,7 @@ from ddtree_deploy.agent.protocol import (
     agent_shell_line,
     decode_response,
     encode_request,
+    packed_agent,
 )
 from ddtree_deploy.agent.remote import apply_unified_diff, sha256_bytes
 
@@ -22,5 +23,6 @@ __all__ = [
     "apply_unified_diff",
     "decode_response",
     "encode_request",
+    "packed_agent",
     "sha256_bytes",
 ]

@@ -58,7 +58,8 @@ class AgentResponse(BaseModel):
 
 
 @cache
-def _packed_agent() -> bytes:
+def packed_agent() -> bytes:
+    """The first stdin line of an agent process: the compressed agent source."""
     source = Path(remote.__file__).read_bytes()
     return base64.b64encode(zlib.compress(source, 9)) + b"\n"
 
@@ -74,8 +75,8 @@ def agent_shell_line(python: str) -> str:
 
 
 def encode_request(request: AgentRequest) -> bytes:
-    """stdin for the agent: the packed agent, then the request."""
-    return _packed_agent() + request.model_dump_json().encode()
+    """One request as one stdin line (JSON escapes every newline inside it)."""
+    return request.model_dump_json().encode() + b"\n"
 
 
 def decode_response(host: str, stdout: str, stderr: str, exit_code: int) -> AgentResponse:

@@ -1,8 +1,9 @@
 """The ddtree-deploy agent: run by the host's own python, stdlib only, one file.
 
-The controller sends this source plus one JSON request on stdin; the agent runs the
-request's ops in order, stops at the first failed op, and prints one JSON answer between
-sentinel lines (so login-shell noise cannot be mistaken for protocol). Every write is
+The controller sends this source, then one JSON request per line on stdin; for each, the
+agent runs the request's ops in order, stops at the first failed op, and prints one JSON
+answer between sentinel lines (so login-shell noise cannot be mistaken for protocol). One
+agent process serves every request of a command, so a request costs one round trip. Every write is
 temp file + fsync + os.replace, and SIGHUP is ignored so an install completes even when
 the SSH channel drops mid-call. This module is also imported by the controller for
 `apply_unified_diff`, so the lock and the host compute results with the same code.
@@ -271,6 +272,7 @@ def op_facts(ctx, args):
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "hostname": os.uname().nodename,
+        "agent_pid": os.getpid(),
         "site_packages": site,
         "package_version": dist.version if dist else None,
         "files": files,
@@ -795,14 +797,17 @@ def _run_ops(request):
 
 
 def main():
+    """Answer one request per stdin line until EOF: one agent process serves a whole push."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # finish the work if the channel drops
-    request = json.loads(sys.stdin.read())
-    answer = json.dumps(handle(request))
-    try:
-        sys.stdout.write(f"{BEGIN}\n{answer}\n{END}\n")
-        sys.stdout.flush()
-    except (BrokenPipeError, OSError):
-        pass
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        answer = json.dumps(handle(json.loads(line)))
+        try:
+            sys.stdout.write(f"{BEGIN}\n{answer}\n{END}\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError):
+            return  # the controller is gone; the work above is done and journaled
 
 
 if __name__ == "__main__":

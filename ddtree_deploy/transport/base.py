@@ -15,7 +15,8 @@ class TransportStats:
     """Counted per transport so benchmarks can report round trips per host."""
 
     connects: int = 0
-    execs: int = 0
+    sessions: int = 0  # agent processes started (one per command unless a link broke)
+    execs: int = 0  # requests, i.e. round trips
     bytes_sent: int = 0
     bytes_received: int = 0
 
@@ -41,7 +42,8 @@ class Transport(ABC):
 
     @abstractmethod
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
-        """Start the agent with the host's python, feed payload, return (out, err, rc)."""
+        """Deliver one request line to the host's agent; return (out, err, rc) holding the
+        framed answer, or what the agent left when it died (rc -1 while it still runs)."""
 
     def close(self) -> None:  # noqa: B027 - optional for transports without a connection
         """Release the connection, if any."""

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import subprocess
 
-from ddtree_deploy.agent import agent_command
+from ddtree_deploy.agent import agent_command, packed_agent
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.transport.base import Transport
 
 
 class LocalTransport(Transport):
-    """Same protocol as SSH, no network: argv without a shell."""
+    """Same protocol as SSH, no network: argv without a shell, one process per request."""
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
+        self.stats.sessions += 1
         try:
             done = subprocess.run(
-                agent_command(self.host.python), input=payload, capture_output=True, timeout=3600
+                agent_command(self.host.python),
+                input=packed_agent() + payload,
+                capture_output=True,
+                timeout=3600,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TransportError(self.host.name, f"cannot run {self.host.python}: {exc}") from None

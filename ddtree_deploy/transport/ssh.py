@@ -3,8 +3,9 @@
 Host keys are verified strictly: Fabric's default AutoAddPolicy is replaced by RejectPolicy
 and the inventory's known_hosts (else ~/.ssh/known_hosts) is loaded, so an unknown key is
 refused and a changed key raises. We open the exec channel on Paramiko directly (instead of
-`Connection.run`) because we must send stdin then half-close it, which invoke's runner does
-not offer cleanly; the command line is built with shlex so no value reaches a shell unquoted.
+`Connection.run`) because we keep one agent process talking over it for the whole command,
+a request line in and a framed answer out, which invoke's runner does not offer; the
+command line is built with shlex so no value reaches a shell unquoted.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from pathlib import Path
 import paramiko
 from fabric import Config, Connection
 
-from ddtree_deploy.agent import agent_shell_line
+from ddtree_deploy.agent import agent_shell_line, packed_agent
+from ddtree_deploy.agent.remote import END
 from ddtree_deploy.errors import HostKeyError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+END_LINE = END.encode()
 
 
 class SSHTransport(Transport):
@@ -30,6 +33,8 @@ class SSHTransport(Transport):
     def __init__(self, host: Host):
         super().__init__(host)
         self._conn: Connection | None = None
+        self._session: paramiko.Channel | None = None
+        self._stdout = None
 
     def _connect(self) -> paramiko.SSHClient:
         if self._conn is not None and self._conn.is_connected:
@@ -76,23 +81,44 @@ class SSHTransport(Transport):
         return conn.client
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
-        client = self._connect()
         try:
-            channel = client.get_transport().open_session()
-            channel.exec_command(agent_shell_line(self.host.python))
-            channel.sendall(payload)
-            channel.shutdown_write()
-            # stderr is small (warnings); Paramiko buffers it while we read stdout to EOF
-            out = channel.makefile("rb").read()
-            err = channel.makefile_stderr("rb").read()
-            exit_code = channel.recv_exit_status()
-            channel.close()
+            session = self._session or self._start_session()
+            session.sendall(payload)
+            out = bytearray()
+            while True:  # the answer ends with the END sentinel line
+                line = self._stdout.readline()
+                if not line:  # the agent died or the link broke mid-request
+                    return self._end_session(out)
+                out += line
+                if line.rstrip(b"\r\n") == END_LINE:
+                    return out.decode(errors="replace"), "", -1
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
             raise TransportError(self.host.name, f"connection lost: {exc}") from None
+
+    def _start_session(self) -> paramiko.Channel:
+        """One agent process for every request of this command: 1 round trip per request."""
+        channel = self._connect().get_transport().open_session()
+        channel.exec_command(agent_shell_line(self.host.python))
+        channel.sendall(packed_agent())
+        self._session, self._stdout = channel, channel.makefile("rb")
+        self.stats.sessions += 1
+        return channel
+
+    def _end_session(self, out: bytearray) -> tuple[str, str, int]:
+        channel, self._session = self._session, None
+        err = channel.makefile_stderr("rb").read()  # small: warnings, a traceback
+        exit_code = channel.recv_exit_status()
+        channel.close()
         return out.decode(errors="replace"), err.decode(errors="replace"), exit_code
 
     def close(self) -> None:
+        if self._session is not None:
+            try:
+                self._session.shutdown_write()  # EOF: the agent exits after its last answer
+            except (paramiko.SSHException, OSError, EOFError):
+                pass
+            self._session = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None

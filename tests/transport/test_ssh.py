@@ -35,7 +35,11 @@ def test_hosts_check_reports_real_facts_for_three_hosts(sandbox_factory):
         for path in PATHS:  # the host's bytes hash to what the wheel's RECORD says
             entry = facts["files"][path]
             assert entry["sha256"] and entry["sha256"] == entry["record_sha256"]
-        assert transport.stats.connects == 1 and transport.stats.execs == 1
+        assert (transport.stats.connects, transport.stats.sessions, transport.stats.execs) == (
+            1,
+            1,
+            1,
+        )
 
 
 def _rewrite_known_hosts(sandbox, transform) -> None:
@@ -96,3 +100,26 @@ def test_shell_metacharacters_in_inventory_values_run_nothing(sandbox_factory, t
     run_cli("rollback", "-H", "host0", "-i", str(sandbox.inventory_path))
     assert host.run(["test", "-e", marker]).returncode != 0
     assert subprocess.run(["test", "-e", marker]).returncode != 0
+
+
+def test_one_agent_process_serves_every_request_then_exits(sandbox_factory):
+    """A command's requests share one agent process (1 round trip each); close ends it."""
+    sandbox = sandbox_factory(1)
+    host = load_inventory(sandbox.inventory_path).hosts["host0"]
+    transport = SSHTransport(host)
+    pids = []
+    for _ in range(3):
+        reply = transport.call(AgentRequest(state_dir=host.state_dir, ops=[Op(op="facts")]))
+        pids.append(reply.results[0].data["agent_pid"])
+    assert len(set(pids)) == 1
+    assert (transport.stats.sessions, transport.stats.execs) == (1, 3)
+    transport.close()
+    gone = sandbox.hosts[0].run(
+        [
+            "sh",
+            "-c",
+            f"for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 {pids[0]} || exit 0; "
+            "sleep 0.2; done; exit 1",
+        ]
+    )
+    assert gone.returncode == 0, "the agent outlived its session"
