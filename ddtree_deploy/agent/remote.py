@@ -720,7 +720,7 @@ OPS = {
 # short while for the host's agent lock; every other op waits for it as long as a run may.
 _READ_ONLY = {"facts"}
 _QUICK = {"facts", "check_plan", "lock_acquire"}
-QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 10.0, 3600.0
+QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 
 
 def _hold_agent_lock(request):

@@ -176,7 +176,7 @@ def test_concurrent_push_gets_exit_4_naming_the_holder(deploy):
             "ready_timeout_s = 60", "ready_timeout_s = 60\npoll_interval_s = 0.2"
         )
     )
-    deploy.host.write_stub_config(startup_delay_s=6)
+    deploy.host.write_stub_config(startup_delay_s=15)
     first = subprocess.Popen(
         [sys.executable, "-m", "ddtree_deploy", "push", "-H", "host0", "-i", str(inv),
          "--patchsets-dir", str(deploy.patchsets), "--json"],

@@ -119,7 +119,9 @@ def patched(base_env, tmp_path_factory) -> Iterator[Patched]:
 def test_push_verifies_and_every_suite_passes_on_the_patched_host(patched):
     assert patched.push.returncode == 0, patched.push.stderr[-3000:]
     verify = [e for e in patched.push_events if e["stage"] == "verify"]
-    assert [e["event"] for e in verify] == ["start", "ok"]
+    assert [e["event"] for e in verify if e["event"] != "info"] == ["start", "ok"]
+    server = [e["data"] for e in verify if e["event"] == "info"]  # the push reports its suite
+    assert [s["suite"] for s in server] == ["server"] and server[0]["passed"]
 
     code, events, junit, table = patched.smoke()
 
