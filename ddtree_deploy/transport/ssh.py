@@ -1,7 +1,8 @@
-"""SSH transport: Fabric for connecting (ssh_config, agent, keys), Paramiko for one exec.
+"""SSH transport: Fabric for connecting (ssh_config, agent, keys), Paramiko for the channel.
 
-Host keys are verified strictly: Fabric's default policy (which adds unknown keys silently) is
-and the inventory's known_hosts (else ~/.ssh/known_hosts) is loaded, so an unknown key is
+Host keys are verified strictly: Fabric's default policy (which adds unknown keys silently)
+is replaced by RejectPolicy and the inventory's known_hosts (else ~/.ssh/known_hosts) is
+loaded, so an unknown key is
 refused and a changed key raises. We open the exec channel on Paramiko directly (instead of
 `Connection.run`) because we keep one agent process talking over it for the whole command,
 a request line in and a framed answer out, which invoke's runner does not offer; the
