@@ -2,11 +2,11 @@
 
 Host keys are verified strictly: Fabric's default policy (which adds unknown keys silently)
 is replaced by RejectPolicy and the inventory's known_hosts (else ~/.ssh/known_hosts) is
-loaded, so an unknown key is
-refused and a changed key raises. We open the exec channel on Paramiko directly (instead of
-`Connection.run`) because we keep one agent process talking over it for the whole command,
-a request line in and a framed answer out, which invoke's runner does not offer; the
-command line is built with shlex so no value reaches a shell unquoted.
+loaded, so an unknown key is refused and a changed key raises. We open the exec channel on
+Paramiko directly (instead of `Connection.run`) because we keep one agent process talking
+over it for the whole command, a request line in and a framed answer out, which invoke's
+runner does not offer; the command line is built with shlex so no value reaches a shell
+unquoted.
 """
 
 from __future__ import annotations
