@@ -24,7 +24,7 @@ from ddtree_deploy.fleet import (
     shard_items,
 )
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
-from ddtree_deploy.patchset import default_patchsets_dir, list_patchsets, resolve_patchset
+from ddtree_deploy.patchset import default_patchsets_dir
 from ddtree_deploy.pipeline import HostResult, new_run_id
 from ddtree_deploy.report import (
     ConsoleSink,
@@ -38,9 +38,7 @@ from ddtree_deploy.report import (
 )
 from ddtree_deploy.stages import (
     PatchsetChoice,
-    PreparedPatchset,
     prepare_choice,
-    prepare_patchset,
 )
 
 from . import exit_codes
@@ -177,13 +175,6 @@ class Output:
     def sink(self):
         human = ConsoleSink(console, verbose=self.verbose)
         return FanoutSink(JsonLinesSink() if self.json else None, human)
-
-
-def load_prepared(ref: str, patchsets_dir: Path | None) -> PreparedPatchset:
-    base = patchsets_dir or default_patchsets_dir()
-    patchset = resolve_patchset(base, ref)
-    siblings = [p for p in list_patchsets(base) if p.spec.name == patchset.spec.name]
-    return prepare_patchset(patchset, siblings)
 
 
 def load_choice(ref: str, patchsets_dir: Path | None, strict: bool = False) -> PatchsetChoice:
