@@ -201,12 +201,12 @@ def recover(
 
 @handle_config_errors
 def _recover(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     holder = controller_holder()
     restart = not o["no_restart"]
     run_and_exit(
         "recover",
         hosts,
         lambda r: recover_host(r, holder, restart),
-        Output(o["json"], o["junit"]),
+        Output.of(o),
     )

@@ -148,12 +148,12 @@ def hosts_check_cmd(
 
 @handle_config_errors
 def _hosts_check(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     run_and_exit(
         "hosts check",
         hosts,
         _read_only(o, hosts_check),
-        Output(o["json"], o["junit"]),
+        Output.of(o),
         table=facts_table,
     )
 
@@ -189,9 +189,9 @@ def backups_list(
 
 @handle_config_errors
 def _backups_list(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     run_and_exit(
-        "backups", hosts, lambda r: status_host(r, None), Output(o["json"]), table=backups_table
+        "backups", hosts, lambda r: status_host(r, None), Output.of(o), table=backups_table
     )
 
 
@@ -212,12 +212,12 @@ def backups_prune(
 
 @handle_config_errors
 def _backups_prune(**o) -> None:
-    hosts = Targets(o["inventory"], o["host"], o["group"], o["all_hosts"], o["limit"]).resolve()
+    hosts = Targets.of(o).resolve()
     holder = controller_holder()
     run_and_exit(
         "backups prune",
         hosts,
         lambda r: prune_host(r, holder, o["keep"]),
-        Output(o["json"]),
+        Output.of(o),
         o["parallel"],
     )
