@@ -22,6 +22,7 @@ STAGE_ORDER: tuple[str, ...] = (
     "install",
     "compile",
     "smoke",
+    "reference",
     "restart",
     "health",
     "verify",

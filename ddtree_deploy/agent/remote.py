@@ -269,6 +269,7 @@ def op_facts(ctx, args):
     entries = read_journal(ctx)
     pending = [d for d in deploy_states(entries).values() if d.get("state") in UNFINISHED]
     return {
+        "serve": _read_serve(args.get("serve_path")),
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "hostname": os.uname().nodename,
@@ -283,6 +284,34 @@ def op_facts(ctx, args):
         "deploys": list(deploy_states(entries).values())[-50:],
         "pending": pending,
         "backups": _list_backups(ctx),
+    }
+
+
+SERVE_MAX_BYTES = 65536
+
+
+def _check_serve_path(path):
+    if not path.startswith("/") or ".." in path.split("/") or "\x00" in path:
+        raise OpFailed("unsafe_path", "refusing serve file path %r" % path)
+    return path
+
+
+def _read_serve(path):
+    """The serve file as found: {path, sha256, text} (text None when absent), or None."""
+    if not path:
+        return None
+    _check_serve_path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(SERVE_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return {"path": path, "sha256": None, "text": None}
+    except OSError as exc:
+        return {"path": path, "sha256": None, "text": None, "error": str(exc)}
+    return {
+        "path": path,
+        "sha256": sha256_bytes(data),
+        "text": data[:SERVE_MAX_BYTES].decode("utf-8", "replace"),
     }
 
 
@@ -326,6 +355,10 @@ def op_check_plan(ctx, args):
         states[spec["path"]] = classify_file(
             current, spec["base_sha256"], spec["result_sha256"], spec.get("upgrade_sha256", ())
         )
+    serve = args.get("serve")
+    if serve:  # operator-owned config: any content is backed up, never "drifted"
+        current = sha256_file(_check_serve_path(serve["path"]))
+        states[serve["path"]] = "unchanged" if current == serve["sha256"] else "pending"
     drifted = sorted(p for p, st in states.items() if st == "drifted")
     if drifted:
         raise OpFailed(
@@ -424,12 +457,25 @@ def _backup(ctx, args):
         write_atomic(os.path.join(root, "files", rel), data, 0o600)
         mode = os.stat(full).st_mode & 0o7777
         manifest["files"][rel] = {"existed": True, "sha256": sha256_bytes(data), "mode": mode}
+    if args.get("serve_path"):
+        manifest["serve"] = _backup_serve(root, _check_serve_path(args["serve_path"]))
     write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest).encode(), 0o600)
     _verify_backup(root, manifest)
     return {"backup": root, "files": len(manifest["files"])}
 
 
-def _check_backup(ctx, deploy_id, paths):
+def _backup_serve(root, path):
+    """Copy the serve file to <backup>/serve; return its manifest entry."""
+    if not os.path.exists(path):
+        return {"path": path, "existed": False}
+    with open(path, "rb") as fh:
+        data = fh.read()
+    write_atomic(os.path.join(root, "serve"), data, 0o600)
+    mode = os.stat(path).st_mode & 0o7777
+    return {"path": path, "existed": True, "sha256": sha256_bytes(data), "mode": mode}
+
+
+def _check_backup(ctx, deploy_id, paths, serve_path=None):
     """Raise OpFailed unless backups/<deploy_id> has a manifest covering paths, verified."""
     root = os.path.join(ctx.backups_dir, deploy_id)
     try:
@@ -438,6 +484,8 @@ def _check_backup(ctx, deploy_id, paths):
     except (OSError, ValueError) as exc:
         raise OpFailed("backup_corrupt", f"backup {deploy_id} unreadable: {exc}") from None
     missing = sorted(set(paths) - set(manifest["files"]))
+    if serve_path and (manifest.get("serve") or {}).get("path") != serve_path:
+        missing.append(serve_path)
     if missing:
         raise OpFailed("backup_corrupt", f"backup {deploy_id} lacks {', '.join(missing)}")
     _verify_backup(root, manifest)
@@ -447,13 +495,17 @@ def _verify_backup(root, manifest):
     for rel, info in manifest["files"].items():
         if info["existed"] and sha256_file(os.path.join(root, "files", rel)) != info["sha256"]:
             raise OpFailed("backup_corrupt", f"backup copy of {rel} does not match its manifest")
+    serve = manifest.get("serve")
+    if serve and serve["existed"] and sha256_file(os.path.join(root, "serve")) != serve["sha256"]:
+        raise OpFailed("backup_corrupt", "backup copy of %s does not match" % serve["path"])
 
 
 def op_install(ctx, args):
     """Compute every new file, check it against the lock, then replace files atomically."""
-    site, planned = args["site_packages"], []
+    site, planned, serve = args["site_packages"], [], args.get("serve")
     if args.get("deploy_id"):  # the backup must still be good before the first write
-        _check_backup(ctx, args["deploy_id"], [spec["path"] for spec in args["files"]])
+        paths = [spec["path"] for spec in args["files"]]
+        _check_backup(ctx, args["deploy_id"], paths, serve and serve["path"])
     for spec in args["files"]:
         full = _safe_join(site, spec["path"])
         current = sha256_file(full)
@@ -477,6 +529,15 @@ def op_install(ctx, args):
         mode = os.stat(full).st_mode & 0o7777 if os.path.exists(full) else 0o644
         write_atomic(full, data, mode)
         clear_pycache(full)
+    if serve and sha256_file(_check_serve_path(serve["path"])) != serve["sha256"]:
+        data = base64.b64decode(serve["content_b64"])
+        if sha256_bytes(data) != serve["sha256"]:
+            raise OpFailed("result_mismatch", "%s: content differs from its sha256" % serve["path"])
+        path = serve["path"]
+        # A new serve file may hold an api key: owner-only unless one existed before.
+        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o600
+        write_atomic(path, data, mode)
+        planned.append((path, path, data))
     wrong = [rel for full, rel, data in planned if sha256_file(full) != sha256_bytes(data)]
     if wrong:
         raise OpFailed("verify_failed", "installed files differ from lock", {"files": wrong})
@@ -537,10 +598,32 @@ def op_restore(ctx, args):
             states[rel] = "restored" if sha256_file(full) == wanted else "differs from backup"
         except OSError as exc:
             states[rel] = f"error: {exc}"
+    if manifest.get("serve"):
+        states[manifest["serve"]["path"]] = _restore_serve(root, manifest["serve"])
     bad = {rel: s for rel, s in states.items() if s != "restored"}
     if bad:
         raise OpFailed("restore_failed", "some files were not restored", {"files": states})
     return {"files": states, "backup": root}
+
+
+def _restore_serve(root, info):
+    """Put the serve file back as the backup has it (or remove it); return its state."""
+    path = _check_serve_path(info["path"])
+    wanted = info.get("sha256") if info["existed"] else None
+    if sha256_file(path) == wanted:
+        return "restored"
+    try:
+        if info["existed"]:
+            with open(os.path.join(root, "serve"), "rb") as fh:
+                data = fh.read()
+            if sha256_bytes(data) != wanted:
+                return "backup copy corrupt"
+            write_atomic(path, data, info["mode"])
+        else:
+            os.unlink(path)
+    except OSError as exc:
+        return f"error: {exc}"
+    return "restored" if sha256_file(path) == wanted else "differs from backup"
 
 
 def _run(argv, timeout_s):

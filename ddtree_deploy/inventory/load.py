@@ -15,7 +15,7 @@ from ddtree_deploy.inventory.models import Host, Inventory
 ENV_VAR = "DDTREE_DEPLOY_INVENTORY"
 DEFAULT_PATH = "inventories/default.toml"
 _TOP_KEYS = {"defaults", "hosts"}
-_SUBTABLES = ("service", "smoke")
+_SUBTABLES = ("service", "smoke", "serve")
 
 
 def default_inventory_path() -> Path:

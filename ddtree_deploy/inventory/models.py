@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ddtree_deploy.patchset.models import LosslessPrompt, check_serve_env, check_serve_token
+
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
 DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
 
@@ -28,6 +30,10 @@ class ServiceSpec(_Strict):
     stop: str | None = None
     status: str | None = None
     log_file: str | None = None
+    # The serve file: a systemd EnvironmentFile (SGLANG_ARGS="..." plus env lines) that the
+    # service reads at start; a push of a patchset with [serve] writes it, a rollback
+    # restores it. systemd: EnvironmentFile=<args_file>, ExecStart=... $SGLANG_ARGS.
+    args_file: str | None = None
     health_url: str = DEFAULT_HEALTH_URL
     ready_timeout_s: float = Field(default=600.0, gt=0)
     poll_interval_s: float = Field(default=1.0, gt=0)
@@ -42,6 +48,14 @@ class ServiceSpec(_Strict):
                 raise ValueError(f"cannot split command {value!r}: {exc}") from exc
             if not argv:
                 raise ValueError("command is empty")
+        return value
+
+    @field_validator("args_file")
+    @classmethod
+    def _args_file(cls, value: str | None) -> str | None:
+        if value is not None:
+            if not value.startswith("/") or "/../" in value + "/" or "\x00" in value:
+                raise ValueError(f"must be an absolute path without '..', got {value!r}")
         return value
 
     @field_validator("health_url")
@@ -65,13 +79,43 @@ class ServiceSpec(_Strict):
         return shlex.split(value) if value else None
 
 
+class ServeOverrides(_Strict):
+    """This host's server arguments and environment (model path, port, draft model...).
+
+    Merged with a patchset's [serve]: a flag or env name given here replaces the
+    patchset's; the rest of the patchset's is added after these.
+    """
+
+    args: list[str] = []
+    env: dict[str, str] = {}
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: list[str]) -> list[str]:
+        if value and not value[0].startswith("--"):
+            raise ValueError(f"must start with a --flag, got {value[0]!r}")
+        return [check_serve_token(token, "argument") for token in value]
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_serve_env(value, "env")
+
+
 class SmokeSpec(_Strict):
-    """Settings of the `server` smoke suite for one host."""
+    """Settings of the `server` smoke suite for one host.
+
+    Unset expected_algorithm/expected_ddtree_budget are read from the serve flags a push
+    writes; unset min_accept_length comes from the patchset's [lossless].
+    """
 
     server_url: str = "http://127.0.0.1:30000"
     expected_algorithm: str | None = "DDTREE"
     expected_ddtree_budget: int | None = None
-    min_accept_length: float = Field(default=1.0, ge=0)
+    min_accept_length: float | None = Field(default=None, ge=0)
+    # The lossless gate (patchsets with [lossless]): false skips it on this host, visibly.
+    lossless: bool = True
+    lossless_prompts: list[LosslessPrompt] | None = None
     prompt: str = "The capital of France is"
     max_new_tokens: int = Field(default=16, ge=1)
     timeout_s: float = Field(default=60.0, gt=0)
@@ -94,6 +138,7 @@ class Host(_Strict):
     connect_timeout_s: float = Field(default=10.0, gt=0)
     service: ServiceSpec = ServiceSpec()
     smoke: SmokeSpec = SmokeSpec()
+    serve: ServeOverrides = ServeOverrides()
 
     @field_validator("python", "state_dir")
     @classmethod

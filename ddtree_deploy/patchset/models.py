@@ -73,6 +73,90 @@ class SmokeConfig(_Strict):
     timeout_s: float = Field(default=900.0, gt=0)
 
 
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Characters a server argument or env value may not hold: the serve file is a systemd
+# EnvironmentFile whose SGLANG_ARGS is split on whitespace by `$SGLANG_ARGS` in ExecStart.
+_UNSAFE_SERVE_CHARS = re.compile(r"[\s\"'\\$`]")
+SERVE_ARGS_KEY = "SGLANG_ARGS"
+
+
+def check_serve_token(value: str, what: str) -> str:
+    """Refuse a server argument or env value the serve file cannot carry; returns it."""
+    bad = _UNSAFE_SERVE_CHARS.search(value)
+    if bad or not value:
+        shown = repr(bad.group()) if bad else "an empty string"
+        raise ValueError(f"{what} {value!r} holds {shown} (no whitespace, quotes, \\, $, `)")
+    return value
+
+
+def check_serve_env(env: dict[str, str], what: str) -> dict[str, str]:
+    """Refuse env names that are not shell identifiers or that clash with SGLANG_ARGS."""
+    for key, value in env.items():
+        if not _ENV_KEY.match(key) or key == SERVE_ARGS_KEY:
+            raise ValueError(f"{what} name {key!r} is not allowed (identifier, not SGLANG_ARGS)")
+        check_serve_token(value, f"{what} {key}")
+    return env
+
+
+class ServeConfig(_Strict):
+    """Server arguments and environment the patchset's code needs to run.
+
+    A push writes them (merged with the host's own, see inventory `serve`) to the host's
+    serve file (`service.args_file`), backed up and restored with the code, so a rollback
+    restores the old flags too. `args` are `--flag [value]` tokens.
+    """
+
+    args: list[str] = []
+    env: dict[str, str] = {}
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: list[str]) -> list[str]:
+        if value and not value[0].startswith("--"):
+            raise ValueError(f"serve.args must start with a --flag, got {value[0]!r}")
+        return [check_serve_token(token, "serve argument") for token in value]
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_serve_env(value, "serve.env")
+
+
+class LosslessPrompt(_Strict):
+    """One prompt of the lossless check: token ids (exact) or text (tokenized by the server)."""
+
+    input_ids: list[int] | None = None
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> LosslessPrompt:
+        if (self.input_ids is None) == (self.text is None):
+            raise ValueError("a prompt needs exactly one of 'input_ids' or 'text'")
+        if self.input_ids is not None and not self.input_ids:
+            raise ValueError("a prompt's input_ids must not be empty")
+        return self
+
+
+class LosslessConfig(_Strict):
+    """The `server` suite's lossless gate: greedy output of the speculative server must equal
+    the target's own greedy output token for token, for these prompts.
+
+    `references` are JSON files (relative to the patchset dir) of the target's greedy outputs
+    for known models, matched on the host by model fingerprint and dtype.
+    """
+
+    prompts: list[LosslessPrompt] = Field(min_length=1)
+    max_new_tokens: int = Field(default=64, ge=1)
+    concurrency: int = Field(default=8, ge=1)
+    references: list[str] = []
+    min_accept_length: float = Field(default=1.0, ge=0)
+
+    @field_validator("references")
+    @classmethod
+    def _references(cls, value: list[str]) -> list[str]:
+        return [check_relative_path(v, "reference") for v in value]
+
+
 class PatchsetSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.\-+][A-Za-z0-9.]+)?$")
@@ -80,6 +164,8 @@ class PatchsetSpec(_Strict):
     target: Target
     files: list[FileEntry] = Field(alias="file", min_length=1)
     smoke: SmokeConfig = SmokeConfig()
+    serve: ServeConfig | None = None
+    lossless: LosslessConfig | None = None
 
     @model_validator(mode="after")
     def _files(self) -> PatchsetSpec:

@@ -11,6 +11,7 @@ from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, unreach
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages.serve_file import describe_serve_text
 
 
 def _facts(run: HostRun, prepared: PreparedPatchset | None, stage: str) -> dict | HostResult:
@@ -20,7 +21,11 @@ def _facts(run: HostRun, prepared: PreparedPatchset | None, stage: str) -> dict 
         return unreachable(run, exc)
     if not response.ok:
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {response.failed.error}")
-    return response.results[0].data
+    facts = response.results[0].data
+    serve = facts.get("serve")
+    if serve:  # never the raw text in events: it may hold an api key
+        serve["flags"] = describe_serve_text(serve["path"], serve.pop("text", None))
+    return facts
 
 
 def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
@@ -50,6 +55,15 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
         return facts
     plan = plan_files(prepared, facts)
     details = {"files": plan, "package_version": facts["package_version"]}
+    try:
+        serve = rq.plan_serve_file(run.host, prepared)
+    except ValueError as exc:
+        return run.result(Outcome.REFUSED, str(exc), details=details)
+    if serve is not None:
+        now = facts.get("serve") or {}
+        same = now.get("sha256") == rq.serve_spec(serve)["sha256"]
+        plan[serve.path] = "unchanged" if same else "flags"
+        details["serve"] = {"now": now.get("flags"), "new": serve.describe()}
     if facts["package_version"] != prepared.target_version:
         msg = f"installed {facts['package_version']}, patchset targets {prepared.target_version}"
         return run.result(Outcome.REFUSED, msg, details=details)
@@ -79,6 +93,7 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
         "journal": facts["journal_tail"],
         "backups": facts["backups"],
         "pending": facts["pending"],
+        "serve": (facts.get("serve") or {}).get("flags"),
     }
     outcome, message = Outcome.OK, f"deployed: {details['deployed'] or 'nothing'}"
     if prepared is not None:

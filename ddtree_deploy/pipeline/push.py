@@ -19,6 +19,7 @@ from ddtree_deploy.pipeline.manage import describe_suite
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages.serve_file import ServeFile
 
 _REFUSALS = {
     "version_mismatch": Outcome.REFUSED,
@@ -42,10 +43,16 @@ class PushOptions:
 def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> HostResult:
     """Deploy one patchset to one host; never leaves it half-patched."""
     try:
+        serve = rq.plan_serve_file(run.host, prepared)
+    except ValueError as exc:
+        return run.result(Outcome.REFUSED, str(exc))
+    if serve is not None:
+        run.recorder.info("preflight", f"serve flags: {serve.describe()}")
+    try:
         pre = run.call(
             [
                 ("preflight", rq.facts_op(run.host, prepared)),
-                ("preflight", rq.check_plan_op(prepared, run.run_id, opts.break_lock)),
+                ("preflight", rq.check_plan_op(prepared, run.run_id, opts.break_lock, serve)),
                 (
                     "preflight",
                     rq.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
@@ -80,18 +87,23 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     if replaced:
         run.recorder.info("preflight", f"--break-lock: took over the lock of {_holder(replaced)}")
     site = facts.data["site_packages"]
-    return _install(run, prepared, opts, site, pre.result("check_plan").data["files"])
+    return _install(run, prepared, opts, site, pre.result("check_plan").data["files"], serve)
 
 
 def _install(
-    run: HostRun, prepared: PreparedPatchset, opts: PushOptions, site: str, plan: dict
+    run: HostRun,
+    prepared: PreparedPatchset,
+    opts: PushOptions,
+    site: str,
+    plan: dict,
+    serve: ServeFile | None,
 ) -> HostResult:
     deploy_id = new_deploy_id(prepared.name, prepared.version)
     intent = {"patchset": prepared.ref, "run_id": run.run_id, "backup": f"backups/{deploy_id}"}
     try:
         saved = run.call(
             [
-                ("backup", rq.backup_op(deploy_id, site, prepared)),
+                ("backup", rq.backup_op(deploy_id, site, prepared, serve)),
                 ("journal", rq.journal_op(deploy_id, "installing", **intent, files=plan)),
             ]
         )
@@ -107,7 +119,7 @@ def _install(
     # From here on, site-packages may change: every failure rolls back.
     steps: list[list[tuple[str, object]]] = [
         [
-            ("install", rq.install_op(site, prepared, deploy_id)),
+            ("install", rq.install_op(site, prepared, deploy_id, serve)),
             ("compile", rq.compile_op(site, prepared)),
         ],
     ]
@@ -116,6 +128,9 @@ def _install(
         smoke = rq.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)
         steps.append([("smoke", smoke)])
     restarted = opts.restart and run.host.service.kind != "none"
+    record = restarted and prepared.lossless is not None and "server" in prepared.after_restart
+    if record:  # the old server, still running: its greedy outputs, if it is plain greedy
+        steps.append([("reference", _record_op(run, prepared, site, sources))])
     if restarted:
         steps.append(rq.service_ops(run.host))  # restart + health in one round trip
         if prepared.after_restart:
@@ -130,6 +145,9 @@ def _install(
             response = run.call(group)  # type: ignore[arg-type]
         except TransportError as exc:
             return _lost(run, deploy_id, exc, group[0][0], did_restart)
+        if not response.ok and group[0][0] == "reference":
+            run.recorder.info("reference", f"no reference recorded: {_error(response)}")
+            continue  # recording is best effort; verify says what it lacked
         if not response.ok:
             return _rollback(run, deploy_id, did_restart, response)
         for (stage, _), r in zip(group, response.results, strict=False):
@@ -156,6 +174,14 @@ def _install(
         deploy_id=deploy_id,
         version_now=prepared.ref,
         details={"suites": suites},
+    )
+
+
+def _record_op(run: HostRun, prepared: PreparedPatchset, site: str, sources: dict[str, str]):
+    """The `server` suite in record mode, against the server running before the restart."""
+    server_only = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
+    return rq.smoke_op(
+        run.host, site, prepared, server_only, prepared.smoke_timeout_s, ["server"], "record"
     )
 
 

@@ -100,20 +100,25 @@ def plan_table(results: list[HostResult]) -> Table:
         files = r.details.get("files") or {}
         if not files:
             table.add_row(r.host, "-", f"[red]{r.message}[/]")
+        serve = r.details.get("serve") or {}
         for path, state in files.items():
             style = {"drifted": "red", "unchanged": "dim"}.get(state, "yellow")
-            table.add_row(r.host, path, f"[{style}]{state}[/]")
+            action = f"[{style}]{state}[/]"
+            if state == "flags":  # the serve file: show what the server will run with
+                action = f"[yellow]write flags[/] {escape(serve.get('new', ''))}"
+            table.add_row(r.host, path, action)
     return table
 
 
 def status_table(results: list[HostResult]) -> Table:
     table = Table(title="status")
-    for col in ("host", "sglang", "deployed", "lock", "backups", "last journal", "note"):
+    columns = ("host", "sglang", "deployed", "lock", "backups", "last journal", "serve", "note")
+    for col in columns:
         table.add_column(col, overflow="fold")
     for r in results:
         d = r.details
         if "journal" not in d:
-            table.add_row(r.host, "-", "-", "-", "-", "-", f"[red]{r.message}[/]")
+            table.add_row(r.host, "-", "-", "-", "-", "-", "-", f"[red]{r.message}[/]")
             continue
         last = d["journal"][-1] if d["journal"] else {}
         table.add_row(
@@ -123,6 +128,7 @@ def status_table(results: list[HostResult]) -> Table:
             d["lock"]["holder"] if d["lock"] else "-",
             str(len(d["backups"])),
             f"{last.get('state', '-')} {last.get('deploy_id', '')}",
+            escape(d.get("serve") or "-"),
             r.message,
         )
     return table

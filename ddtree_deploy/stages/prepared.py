@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ddtree_deploy.errors import ConfigError
+from ddtree_deploy.errors import ConfigError, PatchsetError
 from ddtree_deploy.patchset import Patchset, check_sources
 from ddtree_deploy.patchset.materialize import read_source
+from ddtree_deploy.patchset.models import LosslessConfig, ServeConfig
 
 SMOKE_ENV = "DDTREE_DEPLOY_SMOKE_DIR"
 
@@ -60,6 +63,9 @@ class PreparedPatchset:
     suites: tuple[str, ...]
     after_restart: tuple[str, ...]
     smoke_timeout_s: float
+    serve: ServeConfig | None = None
+    lossless: LosslessConfig | None = None
+    references: tuple[dict[str, Any], ...] = ()  # the lossless reference files, parsed
 
     @property
     def paths(self) -> list[str]:
@@ -106,7 +112,29 @@ def prepare_patchset(patchset: Patchset, siblings: list[Patchset] = ()) -> Prepa
         suites=tuple(spec.smoke.suites),
         after_restart=tuple(spec.smoke.after_restart),
         smoke_timeout_s=spec.smoke.timeout_s,
+        serve=spec.serve,
+        lossless=spec.lossless,
+        references=load_references(patchset),
     )
+
+
+def load_references(patchset: Patchset) -> tuple[dict[str, Any], ...]:
+    """Return the parsed [lossless] reference files; raise PatchsetError naming a bad one."""
+    lossless = patchset.spec.lossless
+    found = []
+    for rel in lossless.references if lossless else []:
+        path = patchset.source_path(rel)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PatchsetError(f"{path}: lossless reference not found") from None
+        except (OSError, ValueError) as exc:
+            raise PatchsetError(f"{path}: unreadable lossless reference: {exc}") from None
+        missing = {"fingerprint", "dtype", "outputs"} - set(data if isinstance(data, dict) else {})
+        if missing:
+            raise PatchsetError(f"{path}: lossless reference lacks {sorted(missing)}")
+        found.append(data)
+    return tuple(found)
 
 
 def default_smoke_dir() -> Path:

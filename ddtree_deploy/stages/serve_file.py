@@ -1,0 +1,137 @@
+"""The serve file: the server flags and environment a patchset needs, per host (pure).
+
+A patchset that changes how SGLang must be launched (DDTree needs `--speculative-algorithm
+DDTREE --speculative-ddtree-budget N`, which the pristine sglang rejects) declares them in
+`[serve]`; the host's inventory adds its own (model path, port, draft model) in `serve`.
+A push writes the merged result to `service.args_file` on the host, a systemd
+EnvironmentFile:
+
+    # written by ddtree-deploy for ddtree@1.1.0 (...)
+    SGLANG_ARGS="--model-path /models/x --speculative-algorithm DDTREE ..."
+    SGLANG_SOME_ENV="1"
+
+A systemd unit reads it with `EnvironmentFile=<args_file>` and
+`ExecStart=/usr/bin/python3 -m sglang.launch_server $SGLANG_ARGS` (an unbraced `$VAR` is
+split on whitespace into arguments); a `command` service's start script reads the same
+file. The file is backed up before and restored on rollback, byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ddtree_deploy.patchset.models import SERVE_ARGS_KEY
+
+# Values never shown in plan/status/events: the api key flag and env names that look secret.
+_SECRET_FLAGS = {"--api-key", "--admin-api-key"}
+_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class ServeFile:
+    """One host's rendered serve file: its path on the host, flags, env and bytes."""
+
+    path: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    content: bytes
+
+    def flag(self, name: str) -> str | None:
+        """Return the first value of flag `name` (e.g. "--port"), or None."""
+        values = dict(split_flags(self.args)).get(name)
+        return values[0] if values else None
+
+    def describe(self) -> str:
+        """One line for people: the redacted arguments and env names."""
+        shown = " ".join(redact_args(self.args))
+        env = " ".join(f"{k}={REDACTED if _SECRET_ENV.search(k) else v}" for k, v in self.env)
+        return f"{self.path}: {shown}" + (f" | env {env}" if env else "")
+
+
+def split_flags(args: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Return [(--flag, its values)] in order; a token not starting with `--` is a value of
+    the flag before it. Raises ValueError if the first token is not a flag."""
+    flags: list[tuple[str, list[str]]] = []
+    for token in args:
+        if token.startswith("--"):
+            flags.append((token, []))
+        elif not flags:
+            raise ValueError(f"server arguments must start with a --flag, got {token!r}")
+        else:
+            flags[-1][1].append(token)
+    return [(name, tuple(values)) for name, values in flags]
+
+
+def merge_serve_args(patchset_args: Sequence[str], host_args: Sequence[str]) -> list[str]:
+    """Return the host's flags in their order, then the patchset's flags the host lacks.
+
+    A flag the host gives replaces the patchset's flag of the same name (all its values).
+    """
+    host = split_flags(host_args)
+    given = {name for name, _ in host}
+    merged = host + [(name, values) for name, values in split_flags(patchset_args)
+                     if name not in given]  # fmt: skip
+    return [token for name, values in merged for token in (name, *values)]
+
+
+def render_serve_file(
+    path: str,
+    patchset_ref: str,
+    patchset_args: Sequence[str],
+    patchset_env: dict[str, str],
+    host_args: Sequence[str],
+    host_env: dict[str, str],
+) -> ServeFile:
+    """Return the serve file for one host (see the module docstring for the format)."""
+    args = tuple(merge_serve_args(patchset_args, host_args))
+    env = tuple(sorted({**patchset_env, **host_env}.items()))
+    lines = [
+        f"# Written by ddtree-deploy for {patchset_ref}; a rollback restores the previous file.",
+        "# systemd: EnvironmentFile=<this file>, ExecStart=... -m sglang.launch_server "
+        f"${SERVE_ARGS_KEY}",
+        f'{SERVE_ARGS_KEY}="{" ".join(args)}"',
+        *(f'{key}="{value}"' for key, value in env),
+    ]
+    return ServeFile(path, args, env, ("\n".join(lines) + "\n").encode())
+
+
+def parse_serve_file(text: str) -> tuple[list[str], dict[str, str]]:
+    """Return (arguments, env) of a serve file's text; comments and blank lines ignored.
+
+    Reads what render_serve_file writes and plain `KEY=value` lines an operator wrote.
+    """
+    args: list[str] = []
+    env: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        if key == SERVE_ARGS_KEY:
+            args = value.split()
+        else:
+            env[key] = value
+    return args, env
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """Return the arguments with the values of secret flags replaced by ***."""
+    shown: list[str] = []
+    for name, values in split_flags(args) if args and args[0].startswith("--") else []:
+        shown += [name, *((REDACTED,) * len(values) if name in _SECRET_FLAGS else values)]
+    return shown
+
+
+def describe_serve_text(path: str, text: str | None) -> str:
+    """One redacted line for a serve file as found on a host (or its absence)."""
+    if text is None:
+        return f"{path}: (absent)"
+    args, env = parse_serve_file(text)
+    shown = ServeFile(path, tuple(args), tuple(sorted(env.items())), b"")
+    return shown.describe()
