@@ -3,7 +3,7 @@ PYTHON ?= python3
 SANDBOX ?= /tmp/ddtree-deploy-sandbox
 export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
 
-.PHONY: install deps demo demo-down test test-fast lint bench soak faults clean
+.PHONY: install deps demo demo-down test test-fast test-serving lint bench soak faults clean
 
 install: deps  ## the tool and its test deps into the current python
 	$(PYTHON) -m pip install -q -e '.[test]'
@@ -20,6 +20,9 @@ demo-down:
 
 test: install lint  ## the whole suite: unit tests and real-sshd host tests
 	$(PYTHON) -m pytest -q -m "not slow"
+
+test-serving: install  ## DDTree on real sglang servers: lossless gate, flags, every negative control
+	$(PYTHON) -m pytest -q tests/serving tests/sandbox/test_cpu_fixture.py
 
 test-fast: install
 	$(PYTHON) -m pytest -q -m "not slow and not hosts"

@@ -211,7 +211,7 @@ def build_results(prepared: PreparedPatchset, pristine_root: Path) -> dict[str, 
 def start_bench_hosts(workdir: Path, count: int, patchsets_dir: Path, rtt_s: float) -> BenchHosts:
     """Start ``count`` sandbox hosts, a proxy each, the instant service; write known_hosts."""
     workdir.mkdir(parents=True, exist_ok=True)
-    sandbox = start_sandbox(workdir / "sandbox", count, first_octet=None)
+    sandbox = start_sandbox(workdir / "sandbox", count, first_octet=None, service="stub")
     try:
         proxies = [DelayProxy((host.address, host.port), rtt_s).start() for host in sandbox.hosts]
         prepared = prepare_patchset(load_patchset(patchsets_dir / "ddtree" / "1.0.0"))

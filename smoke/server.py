@@ -1,9 +1,12 @@
 """Smoke suite `server`: the restarted sglang server is healthy, runs the expected
-speculative algorithm, generates text, and its drafts are verified and accepted.
+speculative algorithm, generates text, its drafts are accepted, and it is lossless.
 
 Run by the host's python with a JSON object on stdin; `options.server` is the host's
 SmokeSpec (server_url, expected_algorithm, expected_ddtree_budget, min_accept_length,
-prompt, max_new_tokens, timeout_s) and `options.service` the inventory's service kind.
+prompt, max_new_tokens, timeout_s), `options.service` the inventory's service kind and
+`options.lossless` (absent or null: no lossless checks) the lossless gate: required, mode
+("verify" | "record"), prompts, max_new_tokens, concurrency, references, record_dir and,
+optionally, min_accept_length (else the SmokeSpec's).
 Checks, in order (a server that is not healthy gets no further requests):
 
 1. GET /health_generate answers 200.
@@ -11,18 +14,36 @@ Checks, in order (a server that is not healthy gets no further requests):
    expected_algorithm and, when expected_ddtree_budget is set, the same
    speculative_ddtree_budget.
 3. POST /generate (prompt, temperature 0, max_new_tokens) returns non-empty text.
-4. When speculation is on: meta_info.spec_verify_ct > 0 and the accept length
-   (meta_info.spec_accept_length, else completion_tokens / spec_verify_ct) is at least
-   min_accept_length. spec_accept_rate is never gated on: it is noisy by design.
+4. With `options.lossless` (mode verify): `reference` finds the greedy outputs recorded
+   for the running model (fingerprint and dtype, see _lossless.py), shipped ones first,
+   then record_dir; `lossless_sequential` and `lossless_concurrent` send every prompt
+   alone, then `concurrency` at a time, and compare the output ids token for token.
+5. When speculation is on: spec_verify_ct > 0 and the accept length is at least
+   min_accept_length: over all lossless requests (sum of completion_tokens over sum of
+   spec_verify_ct) when the gate runs, else over the one request of 3. A reference may
+   carry its model's own floor (`min_accept_length`, e.g. the control target whose drafts
+   are always right): the higher of the two applies.
+   spec_accept_rate is never gated on: it is noisy by design.
 
-Every failure names the URL and what was expected against what came back. A host whose
-inventory says it runs no service reports skipped. Stdlib only.
+Mode record runs instead before a restart, against the old server: when it is healthy and
+plain greedy (no speculation) it generates every prompt one at a time and writes the
+reference to record_dir; otherwise the suite is skipped, never failed.
+
+Every failure names the URL and what was expected against what came back; the first line
+of each check's detail is its summary. A host whose inventory says it runs no service
+reports skipped. Stdlib only.
 """
 
 import json
+import os
+import socket
+import time
+import traceback
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
+import _lossless as lossless
 from _suite import Suite
 
 INFO_PATHS = ("/server_info", "/get_server_info")  # newer sglang, then older
@@ -122,14 +143,251 @@ def check_acceptance(url, answer, min_accept_length):
     return True, f"POST {url}: {detail}"
 
 
+def is_speculating(info):
+    """True when /server_info names a speculative algorithm (sglang reports null when off)."""
+    algorithm = (info or {}).get("speculative_algorithm")
+    return algorithm is not None and str(algorithm).strip().upper() not in ("", "NONE", "NULL")
+
+
+def read_lossless(lossless_options):
+    """options.lossless -> (settings dict, problem); the settings have validated prompts."""
+    prompts = lossless_options.get("prompts")
+    if not isinstance(prompts, list) or not prompts:
+        return None, "prompts: expected a non-empty list"
+    for i, prompt in enumerate(prompts):
+        problem = lossless.check_prompt(prompt)
+        if problem:
+            return None, f"prompts[{i}]: {problem}"
+    try:
+        max_new_tokens = int(lossless_options.get("max_new_tokens", 64))
+        concurrency = int(lossless_options.get("concurrency", 8))
+    except (TypeError, ValueError) as exc:
+        return None, f"max_new_tokens/concurrency: {exc}"
+    if max_new_tokens < 1 or concurrency < 1:
+        return None, f"max_new_tokens {max_new_tokens} and concurrency {concurrency} must be >= 1"
+    return {
+        "prompts": prompts,
+        "max_new_tokens": max_new_tokens,
+        "concurrency": concurrency,
+        "sampling_params": lossless.greedy_sampling_params(max_new_tokens),
+        "required": lossless_options.get("required", True) is not False,
+        "references": lossless_options.get("references") or [],
+        "record_dir": lossless_options.get("record_dir") or None,
+    }, ""
+
+
+def generate_ids(url, prompt, sampling_params, timeout_s):
+    """POST one prompt (its input_ids or text) -> (answer with output_ids or None, problem)."""
+    payload = dict(prompt)
+    payload["sampling_params"] = sampling_params
+    status, body, error = call_json(url, timeout_s, payload)
+    if isinstance(body, list) and body:
+        body = body[0]
+    if status != 200 or not isinstance(body, dict):
+        got = f"{error or status} {str(body)[:200]}"
+        return None, f"POST {url}: expected HTTP 200 with JSON, got {got}"
+    ids = body.get("output_ids")
+    if not isinstance(ids, list) or not all(type(t) is int for t in ids):
+        return None, f"POST {url}: no output_ids list in the answer (keys {sorted(body)})"
+    return body, ""
+
+
+def run_pass(url, prompts, sampling_params, timeout_s, concurrency):
+    """Generate every prompt, `concurrency` requests in flight -> [(prompt index, answer, problem)].
+
+    With concurrency above the number of prompts the prompts are sent round-robin until
+    `concurrency` requests are in flight, so the server batches as many as asked for.
+    """
+    order = [i % len(prompts) for i in range(max(len(prompts), concurrency))]
+    if concurrency == 1:
+        answers = [generate_ids(url, prompts[i], sampling_params, timeout_s) for i in order]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            futures = [
+                pool.submit(generate_ids, url, prompts[i], sampling_params, timeout_s)
+                for i in order
+            ]
+            answers = [f.result() for f in futures]
+    return [(i, answer, problem) for i, (answer, problem) in zip(order, answers)]
+
+
+def note_record(record_dir, note):
+    """Leave record mode's last outcome in record_dir for verify to explain; never raises."""
+    if not record_dir:
+        return
+    try:
+        lossless.write_json_atomic(os.path.join(record_dir, "last-record"), note)
+    except OSError:
+        pass
+
+
+def record_reference(suite, base, timeout_s, lossless_options):
+    """Mode record: write the plain server's greedy outputs as a reference, or skip saying why."""
+    settings, problem = read_lossless(lossless_options)
+    record_dir = (settings or {}).get("record_dir")
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def skip(reason):
+        note_record(record_dir, {"at": at, "url": base, "recorded": None, "reason": reason})
+        suite.finish(skipped_reason=reason)
+
+    if problem:
+        skip(f"options.lossless: {problem}: nothing recorded")
+    if not record_dir:
+        skip("options.lossless.record_dir is not set: nothing recorded")
+    healthy, detail = check_health(base, timeout_s)
+    if not healthy:
+        skip(f"server not healthy ({detail}): nothing recorded")
+    info_url, info, problem = fetch_server_info(base, timeout_s)
+    if info is None:
+        skip(f"{problem}: nothing recorded")
+    if is_speculating(info):
+        skip(f"server runs {info.get('speculative_algorithm')}, not plain greedy: nothing recorded")
+    fingerprint, dtype, _, problem = lossless.identify_model(info)
+    if problem:
+        skip(f"{problem}: nothing recorded")
+    prompts, url = settings["prompts"], base + "/generate"
+    results = run_pass(url, prompts, settings["sampling_params"], timeout_s, 1)
+    failed = [problem for _, answer, problem in results if answer is None]
+    if failed:
+        skip(f"{failed[0]}: nothing recorded")
+    reference = {
+        "format": lossless.REFERENCE_FORMAT,
+        "model": str(info.get("model_path")),
+        "fingerprint": fingerprint,
+        "dtype": dtype,
+        "source": f"recorded on {socket.gethostname()} from {base} (no speculation) at {at}",
+        "max_new_tokens": settings["max_new_tokens"],
+        "sampling_params": settings["sampling_params"],
+        "sglang_version": info.get("version"),
+        "outputs": [{"prompt": prompts[i], "output_ids": a["output_ids"]} for i, a, _ in results],
+    }
+    path = os.path.join(record_dir, lossless.reference_filename(fingerprint, dtype))
+    lossless.write_json_atomic(path, reference)
+    note_record(record_dir, {"at": at, "url": base, "recorded": path, "reason": "recorded"})
+    summary = (
+        f"recorded {len(prompts)} prompts × {settings['max_new_tokens']} tokens from {base} "
+        f"for {fingerprint[:12]} {dtype}"
+    )
+    suite.check("reference", True, f"{summary}\n{path}")
+    suite.finish()
+
+
+def no_reference(suite, required, lines):
+    """Add `reference` as failed (required) or as a skipped check saying why there is none."""
+    if required:
+        suite.check("reference", False, lossless.bounded(lines))
+        return
+    lines = [f"skipped (not required): {lines[0]}: lossless checks not run"] + lines[1:]
+    suite.check("reference", True, lossless.bounded(lines))
+    suite.checks[-1]["skipped"] = True
+
+
+def find_expected(suite, info, settings):
+    """Add the `reference` check -> {prompt index: reference output ids}, or None if none."""
+    required = settings["required"]
+    if info is None:
+        no_reference(suite, required, ["no /server_info: cannot tell which model the server runs"])
+        return None
+    fingerprint, dtype, model_dir, problem = lossless.identify_model(info)
+    if problem:
+        no_reference(suite, required, [f"cannot tell which model the server runs: {problem}"])
+        return None
+    record_dir = settings["record_dir"]
+    reference, origin, notes = lossless.choose_reference(
+        settings["references"], record_dir, fingerprint, dtype, settings["sampling_params"]
+    )
+    if reference is None:
+        lines = [
+            f"no reference for the running model: fingerprint {fingerprint[:12]} {dtype}",
+            f"running: {model_dir}, fingerprint {fingerprint}, dtype {dtype}",
+        ]
+        lines += notes if settings["references"] else ["no shipped references"] + notes
+        lines.append(explain_record(record_dir, fingerprint, dtype))
+        no_reference(suite, required, lines)
+        return None
+    settings["chosen"] = reference
+    outputs = lossless.outputs_by_prompt(reference)
+    prompts = settings["prompts"]
+    expected = {}
+    for i, prompt in enumerate(prompts):
+        if lossless.prompt_key(prompt) in outputs:
+            expected[i] = outputs[lossless.prompt_key(prompt)]
+    missing = [f"prompt {i + 1}/{len(prompts)}" for i in range(len(prompts)) if i not in expected]
+    if missing:
+        first = f"reference has no output for {', '.join(missing[:5])}"
+        labels = [lossless.prompt_label(p) for i, p in enumerate(prompts) if i not in expected]
+        suite.check("reference", False, lossless.bounded([f"{first}: {origin}"] + labels))
+    else:
+        summary = f"reference for {fingerprint[:12]} {dtype}: {origin}"
+        source = f"source: {reference.get('source')}"
+        suite.check("reference", True, f"{summary}\n{source}\n{len(prompts)} prompts")
+    return expected
+
+
+def explain_record(record_dir, fingerprint, dtype):
+    """Why record_dir holds no reference: what the last record attempt before a restart did."""
+    if not record_dir:
+        return "nothing can have been recorded: no record_dir"
+    try:
+        with open(os.path.join(record_dir, "last-record"), encoding="utf-8") as fh:
+            note = json.load(fh)
+    except (OSError, ValueError):
+        return "no record attempt seen: mode record runs before a restart, on a plain server"
+    attempt = f"the last record attempt ({note.get('at')}, {note.get('url')})"
+    if note.get("recorded") is None:
+        return f"{attempt}: {note.get('reason')}"
+    if os.path.basename(str(note["recorded"])) != lossless.reference_filename(fingerprint, dtype):
+        return f"{attempt} recorded another model: {note['recorded']}"
+    return f"{attempt} wrote {note['recorded']}"
+
+
+def verify_lossless(suite, base, info, timeout_s, lossless_options):
+    """Mode verify: reference + sequential + concurrent comparison -> every lossless result."""
+    settings, problem = read_lossless(lossless_options)
+    if problem:
+        suite.check("reference", False, f"options.lossless: {problem}")
+        return None, None
+    expected = find_expected(suite, info, settings)
+    url, prompts, sampling = base + "/generate", settings["prompts"], settings["sampling_params"]
+    started = time.monotonic()
+    sequential = run_pass(url, prompts, sampling, timeout_s, 1)
+    middle = time.monotonic()
+    concurrent = run_pass(url, prompts, sampling, timeout_s, settings["concurrency"])
+    ended = time.monotonic()
+    if expected is not None:
+        suite.run(
+            "lossless_sequential",
+            lambda: lossless.compare_outputs(url, sequential, prompts, expected, middle - started),
+        )
+        suite.run(
+            "lossless_concurrent",
+            lambda: lossless.compare_outputs(url, concurrent, prompts, expected, ended - middle),
+        )
+    return sequential + concurrent, settings.get("chosen")
+
+
+def model_floor(reference):
+    """A reference's own min_accept_length (what that model must reach, e.g. the control
+    target whose drafts are always right), or None."""
+    floor = (reference or {}).get("min_accept_length")
+    return float(floor) if isinstance(floor, int | float) else None
+
+
 def main():
     suite = Suite("server")
     options = suite.input.get("options") or {}
     spec = options.get("server") or {}
+    lossless_options = options.get("lossless") or None
     if options.get("service") == "none":
         suite.finish(skipped_reason="skipped: the inventory gives this host no service")
     base = str(spec.get("server_url", "http://127.0.0.1:30000")).rstrip("/")
     timeout_s = float(spec.get("timeout_s", 60))
+    if lossless_options and lossless_options.get("mode") == "record":
+        try:
+            record_reference(suite, base, timeout_s, lossless_options)
+        except Exception as exc:  # noqa: BLE001 - record mode must never block a push
+            suite.finish(skipped_reason=f"record failed: {exc!r}: nothing recorded")
     if not suite.run("health", lambda: check_health(base, timeout_s)):
         suite.finish()
     info_url, info, problem = fetch_server_info(base, timeout_s)
@@ -142,12 +400,24 @@ def main():
         suite.check("generate", False, problem)
         suite.finish()
     suite.run("generate", lambda: check_text(gen_url, answer))
-    speculating = bool(spec.get("expected_algorithm")) or bool(
-        (info or {}).get("speculative_algorithm")
-    )
-    if speculating:
+    results, reference = None, None
+    if lossless_options:
+        try:
+            results, reference = verify_lossless(suite, base, info, timeout_s, lossless_options)
+        except Exception:  # noqa: BLE001 - a broken reference fails the gate, it is no crash
+            suite.check(
+                "lossless", False, "lossless gate crashed:\n" + traceback.format_exc()[-1500:]
+            )
+    if bool(spec.get("expected_algorithm")) or is_speculating(info):
         minimum = float(spec.get("min_accept_length", 1.0))
-        suite.run("acceptance", lambda: check_acceptance(gen_url, answer, minimum))
+        if results is not None and lossless_options.get("min_accept_length") is not None:
+            minimum = float(lossless_options["min_accept_length"])  # the gate's own floor
+        if model_floor(reference) is not None and results is not None:
+            minimum = max(minimum, model_floor(reference))  # the reference model's floor
+        if results is None:
+            suite.run("acceptance", lambda: check_acceptance(gen_url, answer, minimum))
+        else:
+            suite.run("acceptance", lambda: lossless.check_acceptance(gen_url, results, minimum))
     suite.finish()
 
 

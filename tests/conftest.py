@@ -42,6 +42,12 @@ def sandbox_factory(base_env, tmp_path_factory) -> Iterator[Callable[..., object
 
     def start(count: int = 1, **kwargs):
         kwargs.setdefault("first_octet", None)
+        # The deploy-core tests (pipeline, fleet, faults, security, smoke suites other than
+        # `server`) keep the stub: they need its fault knobs (fail_start, never_ready,
+        # startup_delay_s), restart it dozens of times (0.5 s vs 12-25 s for a real server)
+        # and run up to 6 hosts (a real server is ~1.9 GB RSS). Serving is proven on the
+        # real server in tests/serving/ (service="sglang").
+        kwargs.setdefault("service", "stub")
         version = kwargs.get("sglang_version", base_env.sglang_version)
         kwargs.setdefault("base_env", base_env if version == base_env.sglang_version else None)
         sandbox = start_sandbox(tmp_path_factory.mktemp("sandbox"), count, **kwargs)

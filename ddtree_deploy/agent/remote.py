@@ -703,7 +703,28 @@ def op_health(ctx, args):
                 f"{service['ready_timeout_s']}s (last: {last})",
                 {"log": _service_log(service)},
             )
+        if _service_exited(service, polls):
+            raise OpFailed(
+                "unhealthy",
+                f"the service exited while starting ({' '.join(service['status'])} says "
+                f"stopped; {service['health_url']} last: {last})",
+                {"log": _service_log(service)},
+            )
         time.sleep(float(service.get("poll_interval_s", 1.0)))
+
+
+STATUS_EVERY_POLLS = 5
+
+
+def _service_exited(service, polls):
+    """For a `command` service with a status command, every few polls: True when it says
+    the server is not running, so a server that crashed while starting fails health at once
+    instead of after ready_timeout_s."""
+    if service.get("kind") != "command" or not service.get("status"):
+        return False
+    if polls % STATUS_EVERY_POLLS:
+        return False
+    return _run(service["status"], 30)[0] != 0
 
 
 def op_smoke(ctx, args):
@@ -741,10 +762,19 @@ def op_smoke(ctx, args):
         result.setdefault("suite", suite["name"])
         result.setdefault("duration_s", round(time.monotonic() - started, 3))
         results.append(result)
-    failed = [r["suite"] for r in results if not r.get("passed") and not r.get("skipped")]
+    failed = [_why_failed(r) for r in results if not r.get("passed") and not r.get("skipped")]
     if failed:
-        raise OpFailed("smoke_failed", "smoke failed: " + ", ".join(failed), {"suites": results})
+        raise OpFailed("smoke_failed", "smoke failed: " + "; ".join(failed), {"suites": results})
     return {"suites": results}
+
+
+def _why_failed(result):
+    """`suite: first failed check: first line of its detail` (what a summary shows)."""
+    checks = [c for c in result.get("checks") or [] if not c.get("passed")]
+    if not checks:
+        return "%s: %s" % (result.get("suite"), str(result.get("details") or "failed")[:200])
+    lines = str(checks[0].get("detail") or "").strip().splitlines() or [""]
+    return "%s: %s: %s" % (result.get("suite"), checks[0].get("name"), lines[0][:200])
 
 
 def _list_backups(ctx):

@@ -80,10 +80,10 @@ _UNSAFE_SERVE_CHARS = re.compile(r"[\s\"'\\$`]")
 SERVE_ARGS_KEY = "SGLANG_ARGS"
 
 
-def check_serve_token(value: str, what: str) -> str:
+def check_serve_token(value: str, what: str, empty_ok: bool = False) -> str:
     """Refuse a server argument or env value the serve file cannot carry; returns it."""
     bad = _UNSAFE_SERVE_CHARS.search(value)
-    if bad or not value:
+    if bad or not (value or empty_ok):
         shown = repr(bad.group()) if bad else "an empty string"
         raise ValueError(f"{what} {value!r} holds {shown} (no whitespace, quotes, \\, $, `)")
     return value
@@ -94,7 +94,7 @@ def check_serve_env(env: dict[str, str], what: str) -> dict[str, str]:
     for key, value in env.items():
         if not _ENV_KEY.match(key) or key == SERVE_ARGS_KEY:
             raise ValueError(f"{what} name {key!r} is not allowed (identifier, not SGLANG_ARGS)")
-        check_serve_token(value, f"{what} {key}")
+        check_serve_token(value, f"{what} {key}", empty_ok=True)
     return env
 
 

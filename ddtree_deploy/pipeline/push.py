@@ -15,7 +15,7 @@ from ddtree_deploy.pipeline.context import (
     new_deploy_id,
     unreachable,
 )
-from ddtree_deploy.pipeline.manage import describe_suite
+from ddtree_deploy.pipeline.manage import describe_smoke_failure, describe_suite
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
@@ -148,12 +148,9 @@ def _install(
         if not response.ok and group[0][0] == "reference":
             run.recorder.info("reference", f"no reference recorded: {_error(response)}")
             continue  # recording is best effort; verify says what it lacked
+        suites += _report_suites(run, group, response)  # failed suites too: they say why
         if not response.ok:
             return _rollback(run, deploy_id, did_restart, response)
-        for (stage, _), r in zip(group, response.results, strict=False):
-            for suite in r.data["suites"] if r.op == "smoke" else []:
-                run.recorder.info(stage, describe_suite(suite), data=suite)
-                suites.append(suite)
     if not restarted:
         run.recorder.skip("restart", "--no-restart" if not opts.restart else "service kind none")
     try:
@@ -177,6 +174,16 @@ def _install(
     )
 
 
+def _report_suites(run: HostRun, group: list, response: AgentResponse) -> list[dict]:
+    """Emit one info event per suite result of the smoke ops in `group`; return them."""
+    reported = []
+    for (stage, _), r in zip(group, response.results, strict=False):
+        for suite in (r.data or {}).get("suites") or [] if r.op == "smoke" else []:
+            run.recorder.info(stage, describe_suite(suite), data=suite)
+            reported.append(suite)
+    return reported
+
+
 def _record_op(run: HostRun, prepared: PreparedPatchset, site: str, sources: dict[str, str]):
     """The `server` suite in record mode, against the server running before the restart."""
     server_only = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
@@ -196,7 +203,10 @@ def _error(response: AgentResponse) -> str:
 
 def _rollback(run: HostRun, deploy_id: str, restarted: bool, response: AgentResponse) -> HostResult:
     failed = response.failed
-    reason = f"{failed.op} failed: {failed.error}" if failed else "failed"
+    why = failed.error if failed else None
+    if failed is not None and failed.code == "smoke_failed":  # name the check and its reason
+        why = describe_smoke_failure((failed.data or {}).get("suites") or []) or why
+    reason = f"{failed.op} failed: {why}" if failed else "failed"
     result = restore_backup(run, deploy_id, restarted, "rollback", reason=reason)
     if failed is not None:
         result.details.setdefault("failure", {"op": failed.op, "code": failed.code})

@@ -22,6 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--hosts", type=int, default=3)
     up.add_argument("--sglang-version", default=DEFAULT_SGLANG_VERSION)
     up.add_argument(
+        "--service",
+        choices=("sglang", "stub"),
+        default="sglang",
+        help="a real sglang server per host (default) or the sglang-shaped test stub",
+    )
+    up.add_argument(
         "--first-octet",
         type=lambda value: None if value == "auto" else int(value),
         default=11,
@@ -30,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="hosts up, then push/status/broken push/rollback")
     demo.add_argument("--workdir", type=Path, default=Path(".sandbox"))
     demo.add_argument("--hosts", type=int, default=2)
+    ref = sub.add_parser(
+        "reference", help="record a patchset's lossless references on plain sandbox servers"
+    )
+    ref.add_argument("--patchset", type=Path, required=True, help="e.g. patchsets/ddtree/1.1.0")
+    ref.add_argument("--workdir", type=Path, default=Path(".sandbox-reference"))
     for name, help_text in (("down", "stop every host"), ("status", "show what runs")):
         command = sub.add_parser(name, help=help_text)
         command.add_argument("--workdir", type=Path, default=Path(".sandbox"))
@@ -37,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         try:
             sandbox = start_sandbox(
-                args.workdir, args.hosts, args.sglang_version, first_octet=args.first_octet
+                args.workdir,
+                args.hosts,
+                args.sglang_version,
+                first_octet=args.first_octet,
+                service=args.service,
             )
         except (RuntimeError, ValueError) as exc:
             print(f"sandbox: {exc}", file=sys.stderr)
@@ -50,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         from ddtree_deploy.sandbox.demo import run_demo
 
         return run_demo(args.workdir, args.hosts)
+    if args.command == "reference":
+        from ddtree_deploy.sandbox.reference import make_references
+
+        for path in make_references(args.patchset.resolve(), args.workdir.resolve()):
+            print(path)
+        return 0
     if args.command == "down":
         stopped = stop_sandbox(args.workdir)
         print("sandbox: stopped" if stopped else "sandbox: some processes remain", file=sys.stderr)

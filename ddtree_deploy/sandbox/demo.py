@@ -1,9 +1,15 @@
 """`make demo`: the real job on local sandbox hosts, narrated.
 
-Starts real sshd hosts (each with the real sglang 0.5.13.post1 and a sglang-shaped stub
-server), then runs the actual CLI: hosts check -> push ddtree@1.0.0 -> status -> push of a
-deliberately broken ddtree@1.0.1 (its smoke gate fails, the hosts roll back by themselves)
--> rollback of 1.0.0 -> status. Every step is a real `ddtree-deploy` process.
+Starts two real sshd hosts, each with the real sglang 0.5.13.post1 and a REAL sglang server
+(`python -m sglang.launch_server`, a tiny model built locally, CPU) serving DFLASH. host0
+serves the fp32 target; host1 a control target whose drafts are always right, so its accept
+length shows speculation at work. Then the actual CLI: hosts check -> plan ddtree@1.1.0
+(code + the DDTREE flags) -> push (the servers restart with DDTREE and the lossless gate
+compares their greedy output with the target's own, token for token) -> status -> push of
+a broken ddtree@1.1.1 whose tree mask is dropped: it imports, compiles and starts fine, and
+only the lossless gate catches it, so the hosts roll back by themselves -> rollback of
+1.1.0 (DFLASH again, the old flags byte for byte) -> status. Every step is a real
+`ddtree-deploy` process.
 """
 
 from __future__ import annotations
@@ -13,26 +19,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ddtree_deploy.sandbox.broken import VARIANTS, build_broken_patchset
 from ddtree_deploy.sandbox.hosts import start_sandbox
 
 REPO = Path(__file__).resolve().parents[2]
-BROKEN_LINE = "\nfrom sglang.srt.speculative.spec_info import NoSuchName  # deliberately broken\n"
 
 
 def build_demo_patchsets(workdir: Path) -> Path:
-    """workdir/patchsets with the shipped ddtree 1.0.0 and a broken 1.0.1 that still locks."""
-    from ddtree_deploy.patchset import load_patchset, write_lock
-
+    """workdir/patchsets with the shipped ddtree 1.1.0 and a broken 1.1.1 that still locks."""
     root = workdir / "patchsets" / "ddtree"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(REPO / "patchsets" / "ddtree" / "1.0.0", root / "1.0.0")
-    broken = root / "1.0.1"
-    shutil.copytree(root / "1.0.0", broken, ignore=shutil.ignore_patterns("*.lock.json"))
-    spec = broken / "patchset.toml"
-    spec.write_text(spec.read_text().replace('version = "1.0.0"', 'version = "1.0.1"', 1))
-    utils = broken / "files" / "sglang" / "srt" / "speculative" / "ddtree_utils.py"
-    utils.write_text(utils.read_text() + BROKEN_LINE)
-    write_lock(load_patchset(broken))
+    shutil.copytree(REPO / "patchsets" / "ddtree" / "1.1.0", root / "1.1.0")
+    build_broken_patchset(root / "1.1.0", root.parent, "mask")
     return root.parent
 
 
@@ -48,37 +46,44 @@ def step(title: str, args: list[str], expect: int) -> bool:
 def run_demo(workdir: Path, hosts: int = 2) -> int:
     workdir = workdir.resolve()
     print(
-        f"starting {hosts} sandbox hosts under {workdir} (first run builds the base env, "
-        "about a minute)",
+        f"starting {hosts} sandbox hosts under {workdir}, each with a real sglang server "
+        "(first run builds the base env and the tiny models: about two minutes)",
         file=sys.stderr,
     )
-    sandbox = start_sandbox(workdir, hosts, first_octet=None)
+    models = ["target", "control"] + ["target"] * max(0, hosts - 2)
+    sandbox = start_sandbox(workdir, hosts, first_octet=None, models=models[:hosts])
     patchsets = build_demo_patchsets(workdir)
     common = ["-i", str(sandbox.inventory_path)]
     pdir = ["--patchsets-dir", str(patchsets)]
+    broken = VARIANTS["mask"]
     results = [
         step("facts of every host", ["hosts", "check", "--all", *common, *pdir], 0),
         step(
-            "what a push would change", ["plan", "--all", "-p", "ddtree@1.0.0", *common, *pdir], 0
-        ),
-        step(
-            "push DDTree 1.0.0 (backup, install, compile, smoke, restart, health, commit)",
-            ["push", "--all", "-p", "ddtree@1.0.0", *common, *pdir],
+            "what a push would change: code files and the server flags (DFLASH -> DDTREE)",
+            ["plan", "--all", "-p", "ddtree@1.1.0", *common, *pdir],
             0,
         ),
-        step("status", ["status", "--all", "-p", "ddtree@1.0.0", *common, *pdir], 0),
         step(
-            "push a deliberately broken 1.0.1: its imports smoke fails, hosts roll back",
-            ["push", "--all", "-p", "ddtree@1.0.1", *common, *pdir],
+            "push DDTree 1.1.0: install, smoke, restart with DDTREE, lossless + accept length",
+            ["push", "--all", "-p", "ddtree@1.1.0", *common, *pdir],
+            0,
+        ),
+        step(
+            "status: serving DDTREE", ["status", "--all", "-p", "ddtree@1.1.0", *common, *pdir], 0
+        ),
+        step(
+            f"push a broken {broken.version} ({broken.what}): it imports and serves, the "
+            "lossless gate catches it, hosts roll back",
+            ["push", "--all", "-p", f"ddtree@{broken.version}", *common, *pdir],
             1,
         ),
-        step("still at 1.0.0", ["status", "--all", "-p", "ddtree@1.0.0", *common, *pdir], 0),
+        step("still at 1.1.0", ["status", "--all", "-p", "ddtree@1.1.0", *common, *pdir], 0),
         step(
-            "roll back 1.0.0: byte-identical to the pristine sglang",
+            "roll back 1.1.0: pristine sglang and the old DFLASH flags, byte for byte",
             ["rollback", "--all", *common],
             0,
         ),
-        step("status after rollback", ["status", "--all", *common], 0),
+        step("status after rollback: serving DFLASH", ["status", "--all", *common], 0),
     ]
     print(
         f"\ndemo: {sum(results)}/{len(results)} steps as expected. Hosts keep running; "

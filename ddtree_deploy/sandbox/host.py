@@ -23,6 +23,7 @@ class SandboxHost:
     port: int
     hostdir: Path
     namespaced: bool
+    model: str = "target"  # the tiny model its real server serves (sandbox/models.py)
 
     @property
     def python(self) -> str:

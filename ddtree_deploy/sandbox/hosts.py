@@ -9,15 +9,18 @@ its own dir and listens on port 2222+i; the inventory then carries per-host path
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddtree_deploy.sandbox.addresses import find_busy, find_free_block, hold_allocation_lock
@@ -27,15 +30,19 @@ from ddtree_deploy.sandbox.baseenv import (
     BaseEnv,
     ensure_base_env,
 )
+from ddtree_deploy.sandbox.cpu_adapt import install_cpu_adapt
 from ddtree_deploy.sandbox.host import SandboxHost
 from ddtree_deploy.sandbox.inventory_file import InventoryHost, build_inventory, render_toml
+from ddtree_deploy.sandbox.models import MODEL_KINDS, ModelSet, ensure_models
 from ddtree_deploy.sandbox.processes import (
     find_children,
+    is_running,
     read_cmdline,
     read_pid_file,
     stop_pid,
     stop_pid_file,
 )
+from ddtree_deploy.sandbox.serving import SERVE_ENV, base_launch_args, dflash_args
 from ddtree_deploy.sandbox.sshd import (
     SSHD,
     format_known_hosts_line,
@@ -48,6 +55,15 @@ SSH_PORT = 2222
 SERVICE_PORT = 30000
 STUB_SOURCE = Path(__file__).with_name("sglang_stub.py")
 STUB_MARKER = "sglang_stub.py"
+REAL_SOURCE = Path(__file__).with_name("sglang_service.py")
+REAL_MARKER = "sglang.launch_server"
+SERVE_FILE_NAME = "sglang.env"
+# The service each sandbox host runs: "sglang" is a real `python -m sglang.launch_server` on a
+# tiny model (CPU); "stub" is sglang_stub.py, kept for tests that need its fault knobs.
+SERVICES = ("sglang", "stub")
+# What a pristine real host serves before any push: the target with DFLASH, or plain greedy.
+INITIAL_ALGORITHMS = ("DFLASH", None)
+DFLASH_BLOCK_SIZE = 4
 BASE_PTH_NAME = "ddtree-sandbox-base.pth"
 # Sorts before BASE_PTH_NAME: site.py reads .pth files by name, so the overlay comes first.
 OVERLAY_PTH_NAME = "ddtree-sandbox-0-overlay.pth"
@@ -77,6 +93,8 @@ class Sandbox:
     base_env: BaseEnv
     namespaced: bool
     timings_s: dict[str, float] = field(default_factory=dict)
+    service: str = "stub"
+    models: ModelSet | None = None
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     def host(self, name: str) -> SandboxHost:
@@ -94,14 +112,40 @@ class Sandbox:
     def write_inventory(self, path: Path) -> Path:
         """Write the inventory TOML for these hosts to ``path``; return ``path``."""
         user = "root" if self.namespaced else getpass.getuser()
-        entries = [
-            InventoryHost(h.name, h.address, h.port, h.python, h.state_dir, h.service_dir,
-                          SERVICE_PORT)
-            for h in self.hosts
-        ]  # fmt: skip
+        entries = [self._inventory_host(h) for h in self.hosts]
         data = build_inventory(entries, user, self.identity_file, self.known_hosts)
         path.write_text(render_toml(data))
         return path
+
+    def _inventory_host(self, host: SandboxHost) -> InventoryHost:
+        plain = InventoryHost(
+            host.name, host.address, host.port, host.python, host.state_dir, host.service_dir,
+            SERVICE_PORT,
+        )  # fmt: skip
+        if self.service != "sglang" or self.models is None:
+            return plain
+        return replace(
+            plain,
+            service_script=REAL_SOURCE.name,
+            args_file=f"{host.service_dir}/{SERVE_FILE_NAME}",
+            serve_args=tuple(host_serve_args(self.models, host)),
+            serve_env=dict(SERVE_ENV),
+        )
+
+    def start_services(self, timeout_s: float = 300.0) -> None:
+        """Start every host's service (one at a time: two cores) and wait until all are
+        healthy; raise RuntimeError with the log tail of a host that does not come up."""
+        for host in self.hosts:
+            script = f"{host.service_dir}/{self.service_script}"
+            done = host.run([host.python, script, "start"], timeout_s=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"{host.name}: service start failed: {done.stderr[-2000:]}")
+        for host in self.hosts:
+            wait_healthy(host, timeout_s)
+
+    @property
+    def service_script(self) -> str:
+        return REAL_SOURCE.name if self.service == "sglang" else STUB_SOURCE.name
 
     def stop(self) -> bool:
         """Stop every service and sshd this sandbox started; return True if none is left."""
@@ -122,8 +166,18 @@ def start_sandbox(
     names: Sequence[str] | None = None,
     base_env: BaseEnv | None = None,
     ready_timeout_s: float = 10.0,
+    service: str = "sglang",
+    models: Sequence[str] | None = None,
+    initial_algorithm: str | None = "DFLASH",
+    start_services: bool | None = None,
 ) -> Sandbox:
     """Start ``count`` hosts under ``workdir`` and write ``workdir/inventory.toml``.
+
+    ``service="sglang"`` (the default) gives every host a REAL sglang server on a tiny model
+    built locally (``models``: per host "target" (fp32, default), "target-bf16" or
+    "control"), first serving ``initial_algorithm`` ("DFLASH" or None for plain greedy) from
+    its serve file; the servers are started and healthy on return unless
+    ``start_services=False``. ``service="stub"`` gives the sglang-shaped stub (fault knobs).
 
     Host i listens on 127.0.0.(``first_octet``+i); ``first_octet=None`` picks the first block
     of free addresses from .11 up (what tests use, so parallel sandboxes never collide).
@@ -134,6 +188,13 @@ def start_sandbox(
     names = list(names) if names is not None else [f"host{i}" for i in range(count)]
     if len(names) != count:
         raise ValueError(f"{count} hosts but {len(names)} names")
+    if service not in SERVICES:
+        raise ValueError(f"service must be one of {SERVICES}, got {service!r}")
+    host_models = list(models) if models is not None else ["target"] * count
+    if len(host_models) != count or not set(host_models) <= set(MODEL_KINDS):
+        raise ValueError(f"models: {count} of {MODEL_KINDS}, got {host_models}")
+    if initial_algorithm not in INITIAL_ALGORITHMS:
+        raise ValueError(f"initial_algorithm must be one of {INITIAL_ALGORITHMS}")
     if not SSHD.exists():
         raise RuntimeError(f"{SSHD} is missing (install openssh-server)")
     workdir = Path(workdir).resolve()
@@ -145,6 +206,8 @@ def start_sandbox(
     stop_sandbox(workdir)
     base_env = base_env or ensure_base_env(sglang_version)
     timings_s = {"base_env_s": time.monotonic() - started}
+    model_set = ensure_models(base_env) if service == "sglang" else None
+    timings_s["models_s"] = time.monotonic() - started - timings_s["base_env_s"]
     identity_file = workdir / "id_ed25519"
     authorized_keys = workdir / "authorized_keys"
     authorized_keys.parent.mkdir(parents=True, exist_ok=True)
@@ -152,7 +215,7 @@ def start_sandbox(
     mark = time.monotonic()
     hostdirs = [workdir / "hosts" / name for name in names]
     with ThreadPoolExecutor(max_workers=min(max(count, 1), 8)) as pool:
-        list(pool.map(lambda hostdir: _prepare_hostdir(hostdir, base_env), hostdirs))
+        list(pool.map(lambda hostdir: _prepare_hostdir(hostdir, base_env, service), hostdirs))
     timings_s["prepare_hosts_s"] = time.monotonic() - mark
     mark = time.monotonic()
     with hold_allocation_lock():
@@ -164,6 +227,7 @@ def start_sandbox(
                 port=SSH_PORT if namespaced else SSH_PORT + i,
                 hostdir=hostdir,
                 namespaced=namespaced,
+                model=host_models[i],
             )
             for i, (name, hostdir) in enumerate(zip(names, hostdirs, strict=True))
         ]
@@ -176,9 +240,15 @@ def start_sandbox(
             base_env=base_env,
             namespaced=namespaced,
             timings_s=timings_s,
+            service=service,
+            models=model_set,
         )
         try:
             for host in hosts:
+                if model_set is not None:
+                    text = pristine_serve_file(model_set, host, initial_algorithm)
+                    (host.service_dir_on_disk / SERVE_FILE_NAME).write_text(text)
+                    continue
                 host.stub_config_on_disk.write_text(
                     json.dumps({"host": host.address, **DEFAULT_STUB_CONFIG}, indent=2) + "\n"
                 )
@@ -196,8 +266,57 @@ def start_sandbox(
     ]
     sandbox.known_hosts.write_text("\n".join(known_lines) + "\n")
     sandbox.write_inventory(sandbox.inventory_path)
+    if start_services if start_services is not None else service == "sglang":
+        mark = time.monotonic()
+        try:
+            sandbox.start_services()
+        except BaseException:
+            sandbox.stop()
+            raise
+        timings_s["services_start_s"] = time.monotonic() - mark
     timings_s["total_s"] = time.monotonic() - started
     return sandbox
+
+
+def host_serve_args(models: ModelSet, host: SandboxHost) -> list[str]:
+    """The host's own server flags (inventory `serve.args`): its model, address, port, the
+    CPU settings and the DFlash draft; a patchset's [serve] adds the algorithm."""
+    model_dir = models.path(host.model)
+    return [
+        *base_launch_args(model_dir, host.address, SERVICE_PORT),
+        *dflash_args(models.draft, DFLASH_BLOCK_SIZE)[2:],  # all but the algorithm
+    ]
+
+
+def pristine_serve_file(models: ModelSet, host: SandboxHost, algorithm: str | None) -> str:
+    """The serve file an operator would have written before any push (DFLASH or plain)."""
+    args = base_launch_args(models.path(host.model), host.address, SERVICE_PORT)
+    if algorithm == "DFLASH":
+        args += dflash_args(models.draft, DFLASH_BLOCK_SIZE)
+    lines = [
+        f"# sglang on sandbox host {host.name}: {host.model} model, "
+        f"{algorithm or 'no speculative decoding'} (written by the sandbox, as an operator would)",
+        f'SGLANG_ARGS="{" ".join(args)}"',
+        *(f'{key}="{value}"' for key, value in sorted(SERVE_ENV.items())),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def wait_healthy(host: SandboxHost, timeout_s: float) -> None:
+    """Poll the host's /health_generate until HTTP 200; raise RuntimeError with the log tail."""
+    url = f"http://{host.address}:{SERVICE_PORT}/health_generate"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                if response.status == 200:
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    log = host.service_dir_on_disk / "server.log"
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+    raise RuntimeError(f"{host.name}: {url} not healthy after {timeout_s:.0f}s; log:\n{tail}")
 
 
 def _pick_first_octet(count: int, first_octet: int | None, namespaced: bool) -> int:
@@ -230,9 +349,30 @@ def stop_sandbox(workdir: Path) -> bool:
     hosts_dir = Path(workdir).resolve() / "hosts"
     for hostdir in sorted(hosts_dir.iterdir()) if hosts_dir.is_dir() else []:
         service_pid_file = hostdir / "srv" / "service" / "server.pid"
+        # The real server first: stop_pid_file drops a pid file whose process is not a stub.
+        all_stopped &= _stop_real_server(service_pid_file)
         all_stopped &= stop_pid_file(service_pid_file, STUB_MARKER)
         all_stopped &= _stop_sshd(hostdir)
     return all_stopped
+
+
+def _stop_real_server(pid_file: Path) -> bool:
+    """Stop a real sglang server and its scheduler/detokenizer processes (its process group)."""
+    pid = read_pid_file(pid_file)
+    if pid is None or REAL_MARKER not in read_cmdline(pid):
+        return True
+    members = [pid, *find_children(pid)]
+    for signum, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 3.0)):
+        for member in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signum)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and any(is_running(m) for m in members):
+            time.sleep(0.05)
+    stopped = not any(is_running(m) for m in members)
+    if stopped:
+        pid_file.unlink(missing_ok=True)
+    return stopped
 
 
 def _stop_sshd(hostdir: Path) -> bool:
@@ -246,10 +386,10 @@ def _stop_sshd(hostdir: Path) -> bool:
     return stop_pid_file(pid_file, config_marker)
 
 
-def _prepare_hostdir(hostdir: Path, base_env: BaseEnv) -> None:
-    """Lay out one host dir: srv/venv with the base .pth and its own sglang, the stub service.
+def _prepare_hostdir(hostdir: Path, base_env: BaseEnv, service: str = "stub") -> None:
+    """Lay out one host dir: srv/venv with the base .pth and its own sglang, the service script.
 
-    ``stub.json`` is written later, once the host's address is known.
+    ``stub.json`` or the serve file is written later, once the host's address is known.
     """
     shutil.rmtree(hostdir, ignore_errors=True)
     for sub in ("srv/service", "home", "state", "etc"):
@@ -268,7 +408,9 @@ def _prepare_hostdir(hostdir: Path, base_env: BaseEnv) -> None:
     subprocess.run(
         ["cp", "-a", *map(str, pristine), str(site_packages)], check=True, capture_output=True
     )
-    shutil.copyfile(STUB_SOURCE, hostdir / "srv" / "service" / "sglang_stub.py")
+    install_cpu_adapt(site_packages)  # inert unless DDTREE_SANDBOX_CPU_ADAPT=1 (the serve env)
+    source = REAL_SOURCE if service == "sglang" else STUB_SOURCE
+    shutil.copyfile(source, hostdir / "srv" / "service" / source.name)
 
 
 def _check_workdir_outside_mounts(workdir: Path) -> None:

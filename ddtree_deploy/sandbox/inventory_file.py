@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 SANDBOX_GROUP = "sandbox"
 SERVICE_READY_TIMEOUT_S = 60
+# A real sglang server on 2 busy cores starts in 11-25 s (torch import, model load, warmup).
+REAL_SERVICE_READY_TIMEOUT_S = 240
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,10 @@ class InventoryHost:
     state_dir: str
     service_dir: str
     service_port: int
+    service_script: str = "sglang_stub.py"  # or "sglang_service.py": the real server
+    args_file: str | None = None  # the serve file the real server's script reads
+    serve_args: tuple[str, ...] = ()
+    serve_env: dict[str, str] = field(default_factory=dict)
 
 
 def build_inventory(
@@ -44,9 +50,12 @@ def build_inventory(
     shared_service: dict[str, Any] = {"kind": "command"}
     for key in ("port", "python", "state_dir"):
         _hoist(per_host, key, defaults, lambda values: values)
-    for key in ("start", "stop", "status", "log_file"):
+    for key in ("start", "stop", "status", "log_file", "args_file"):
         _hoist(per_host, key, shared_service, lambda values: values["service"])
-    shared_service["ready_timeout_s"] = SERVICE_READY_TIMEOUT_S
+    real = any(host.args_file for host in hosts)
+    shared_service["ready_timeout_s"] = (
+        REAL_SERVICE_READY_TIMEOUT_S if real else SERVICE_READY_TIMEOUT_S
+    )
     ordered_defaults = {key: defaults[key] for key in _DEFAULT_ORDER if key in defaults}
     ordered_defaults["service"] = shared_service
     return {"defaults": ordered_defaults, "hosts": per_host}
@@ -57,26 +66,33 @@ _DEFAULT_ORDER = ("user", "port", "python", "identity_file", "known_hosts", "sta
 
 def _host_values(host: InventoryHost) -> dict[str, Any]:
     service_url = f"http://{host.address}:{host.service_port}"
-    stub = f"{host.python} {host.service_dir}/sglang_stub.py"
-    return {
+    script = f"{host.python} {host.service_dir}/{host.service_script}"
+    service: dict[str, Any] = {
+        "start": f"{script} start",
+        "stop": f"{script} stop",
+        "status": f"{script} status",
+        "log_file": f"{host.service_dir}/server.log",
+        "health_url": f"{service_url}/health_generate",
+    }
+    values: dict[str, Any] = {
         "address": host.address,
         "port": host.port,
         "python": host.python,
         "state_dir": host.state_dir,
         "groups": [SANDBOX_GROUP],
-        "service": {
-            "start": f"{stub} start",
-            "stop": f"{stub} stop",
-            "status": f"{stub} status",
-            "log_file": f"{host.service_dir}/server.log",
-            "health_url": f"{service_url}/health_generate",
-        },
+        "service": service,
         "smoke": {"server_url": service_url},
     }
+    if host.args_file:
+        service["args_file"] = host.args_file
+        values["serve"] = {"args": list(host.serve_args), "env": dict(host.serve_env)}
+    return values
 
 
 def _hoist(per_host: dict[str, dict], key: str, target: dict, table_of) -> None:
     """Move ``key`` into ``target`` when every host has the same value for it."""
+    if any(key not in table_of(host_values) for host_values in per_host.values()):
+        return
     values = {repr(table_of(host_values)[key]) for host_values in per_host.values()}
     if len(values) != 1:
         return

@@ -211,7 +211,7 @@ def corpus_sandbox(base_env, tmp_path_factory):
     from ddtree_deploy.sandbox import start_sandbox
 
     sandbox = start_sandbox(tmp_path_factory.mktemp("corpus"), 1, first_octet=None,
-                            base_env=base_env)  # fmt: skip
+                            base_env=base_env, service="stub")  # fmt: skip
     yield sandbox
     sandbox.stop()
 

@@ -25,7 +25,7 @@ STUB = "/srv/venv/bin/python /srv/service/sglang_stub.py"
 def two_hosts(base_env, tmp_path_factory):
     """Two hosts shared by the read-mostly tests of this module."""
     sandbox = start_sandbox(tmp_path_factory.mktemp("two-hosts"), 2, first_octet=None,
-                            base_env=base_env)  # fmt: skip
+                            base_env=base_env, service="stub")  # fmt: skip
     yield sandbox
     sandbox.stop()
 

@@ -34,7 +34,9 @@ class Patched:
     """The module's host after one push, and the smoke command run against it."""
 
     def __init__(self, workdir: Path, base_env) -> None:
-        self.sandbox = start_sandbox(workdir / "sandbox", 1, first_octet=None, base_env=base_env)
+        self.sandbox = start_sandbox(
+            workdir / "sandbox", 1, first_octet=None, base_env=base_env, service="stub"
+        )
         self.host: SandboxHost = self.sandbox.hosts[0]
         self.workdir = workdir
         self.inventory = str(self.sandbox.inventory_path)

@@ -1,0 +1,89 @@
+"""Deliberately broken DDTree versions: negative controls for the serving gates.
+
+Each variant is ddtree 1.1.0 with one small, realistic bug, re-versioned and re-locked so
+the push's local gate accepts it; only a gate that watches real decoding can catch it:
+
+- ``mask``: the tree attention mask is dropped — verify runs causal over the tree slots,
+  so a node also sees its earlier siblings (lossless check must fail).
+- ``walk``: the walk follows the FIRST child of the current node whenever some child
+  matches, not the child that matched (lossless check must fail).
+- ``kv``: the kept KV slots are off by one verify row, so the cache of the committed path
+  holds its neighbours' keys and values (lossless check must fail).
+- ``crash``: the worker raises while starting (health must fail).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+SPECULATIVE = "files/sglang/srt/speculative"
+
+
+@dataclass(frozen=True)
+class BrokenVariant:
+    """One bug: in file ``rel`` (under the patchset dir) ``old`` becomes ``new``."""
+
+    version: str
+    rel: str
+    old: str
+    new: str
+    what: str
+
+
+VARIANTS: dict[str, BrokenVariant] = {
+    "mask": BrokenVariant(
+        "1.1.1",
+        f"{SPECULATIVE}/ddtree_info.py",
+        "build_ddtree_custom_mask(\n            self.tree.tree_mask,",
+        "build_ddtree_custom_mask(\n            torch.ones_like(self.tree.tree_mask).tril(),",
+        "tree mask dropped: verify runs causal",
+    ),
+    "walk": BrokenVariant(
+        "1.1.2",
+        f"{SPECULATIVE}/ddtree_utils.py",
+        "child = torch.argmax(match.to(torch.int8), dim=1)",
+        "child = torch.argmax((parents == current[:, None]).to(torch.int8), dim=1)",
+        "walk takes the first child, not the matching one",
+    ),
+    "kv": BrokenVariant(
+        "1.1.3",
+        f"{SPECULATIVE}/ddtree_worker_utils.py",
+        "return (base + accept_index)[keep]",
+        "return (base + (accept_index + 1).clamp(max=width - 1))[keep]",
+        "KV keep/free off by one verify row",
+    ),
+    "crash": BrokenVariant(
+        "1.1.4",
+        f"{SPECULATIVE}/ddtree_info.py",
+        '    if errors:\n        raise ValueError("DDTREE cannot run',
+        '    errors.append("deliberately broken build")\n'
+        '    if errors:\n        raise ValueError("DDTREE cannot run',
+        "the DDTREE worker refuses to start",
+    ),
+}
+
+
+def build_broken_patchset(source: Path, out_base: Path, variant: str) -> str:
+    """Copy ddtree 1.1.0 at ``source`` to ``out_base/ddtree/<version>`` with one bug, lock it.
+
+    Returns the ref (``ddtree@1.1.x``). Raises ValueError when the text to break is not in
+    the source (the variant no longer matches the code it was written against).
+    """
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
+    bug = VARIANTS[variant]
+    root = out_base / "ddtree" / bug.version
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns("*.lock.json", "__pycache__"))
+    spec = root / "patchset.toml"
+    text = spec.read_text()
+    spec.write_text(text.replace('version = "1.1.0"', f'version = "{bug.version}"', 1))
+    target = root / bug.rel
+    code = target.read_text()
+    if code.count(bug.old) != 1:
+        raise ValueError(f"{target}: the text variant {variant!r} breaks is not there once")
+    target.write_text(code.replace(bug.old, bug.new))
+    write_lock(load_patchset(root))
+    return f"ddtree@{bug.version}"

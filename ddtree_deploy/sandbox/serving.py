@@ -1,0 +1,112 @@
+"""Environment and command-line flags for a real sglang 0.5.13.post1 server in the sandbox (CPU).
+
+Pure helpers: nothing here starts a process. The sandbox's service script combines them:
+``SERVE_ENV`` + a private ``TMPDIR`` (the script sets it; sglang leaves IPC files there) and
+``python -m sglang.launch_server`` + ``base_launch_args(...)`` [+ ``dflash_args(...)`` or
+``ddtree_args(...)``]. Speculative decoding on CPU also needs the test fixture
+``cpu_adapt`` installed in the host venv (``install_cpu_adapt``); ``SERVE_ENV`` switches it on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# KV pool and context caps: without --max-total-tokens sglang sizes the KV pool from about
+# 62% of free RAM; these keep a tiny model's server near 1.9 GB RSS.
+MAX_TOTAL_TOKENS = 4096
+CONTEXT_LENGTH = 1024
+
+SERVE_ENV: dict[str, str] = {
+    # CPU code paths in sglang (rotary embedding etc.); without it sglang imports vllm.
+    "SGLANG_USE_CPU_ENGINE": "1",
+    # Turns on the in-memory CPU adaptation fixture (ddtree_deploy/sandbox/cpu_adapt.py).
+    "DDTREE_SANDBOX_CPU_ADAPT": "1",
+    # sglang's pure-torch KV move instead of the Triton copy kernel (speculative decoding).
+    "SGLANG_NATIVE_MOVE_KV_CACHE": "1",
+    # Triton must never look for a GPU driver, and no GPU may be picked up by accident.
+    "CUDA_VISIBLE_DEVICES": "",
+    # One intra-op thread: a hidden-64 model gains nothing from two, and OpenMP threads
+    # spin-wait, so several servers (or a server and a test run) on 2 cores slow each other
+    # down many times over.
+    "OMP_NUM_THREADS": "1",
+    # Hub access does not exist; models are local directories.
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+# What DDTREE (patchset ddtree >= 1.1.0) adds on top of dflash_args, and why:
+# --speculative-algorithm DDTREE           the registered algorithm (tree verify in the DFlash
+#                                          V1 worker); --speculative-ddtree-budget N (>= 1)
+#                                          tree nodes besides the root (verify width N + 1);
+# --speculative-draft-model-path DRAFT     the same DFlash draft as DFLASH;
+# --page-size 1                            tree KV slots are compacted per token (base args);
+# --disable-cuda-graph                     (base args) torch_native has no graphs anyway;
+# tp 1, no overlap scheduling              (defaults here; the check refuses others).
+
+
+def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = None) -> list[str]:
+    """Return the ``sglang.launch_server`` flags of a plain CPU server for ``model_dir``.
+
+    ``dtype`` defaults to the ``torch_dtype`` of ``model_dir/config.json`` when that file
+    exists (so the bf16 target stays bf16), else float32. ``--dtype auto`` is never used: it
+    turns a float32 config into float16.
+    """
+    dtype = dtype or read_config_dtype(Path(model_dir))
+    return [
+        "--model-path", str(model_dir),
+        "--host", host,
+        "--port", str(port),
+        # No GPU: run on CPU with sglang's pure-torch SDPA attention backend.
+        "--device", "cpu",
+        "--attention-backend", "torch_native",
+        # CUDA graphs need CUDA.
+        "--disable-cuda-graph",
+        # xgrammar is not installed in the sandbox; only /v1/responses is lost.
+        "--grammar-backend", "none",
+        # Compare speculative and plain decoding in fp32: bf16 rounding differs between a
+        # multi-token verify and a 1-token decode and diverges after ~60 tokens.
+        "--dtype", dtype,
+        # Caps (see MAX_TOTAL_TOKENS).
+        "--max-total-tokens", str(MAX_TOTAL_TOKENS),
+        "--context-length", str(CONTEXT_LENGTH),
+        # DDTREE needs page size 1 (KV compaction is an index remap); same for every server.
+        "--page-size", "1",
+        # Deterministic sampling seeds when a request is not greedy.
+        "--random-seed", "0",
+        # The warmup request costs start-up time; /health_generate serves as readiness.
+        "--skip-server-warmup",
+        # An idle scheduler otherwise polls its sockets in a busy loop, one core at 100%:
+        # with two cores and two hosts that halves everything else's speed.
+        "--sleep-on-idle",
+    ]  # fmt: skip
+
+
+def dflash_args(draft_dir: Path, block_size: int) -> list[str]:
+    """Return the flags that turn a plain server into a DFLASH one with ``draft_dir``."""
+    return [
+        "--speculative-algorithm", "DFLASH",
+        "--speculative-draft-model-path", str(draft_dir),
+        # The draft's block (its config says the same; sglang checks they agree).
+        "--speculative-dflash-block-size", str(block_size),
+        # The DFlash draft runs on torch_native too (accepted thanks to cpu_adapt).
+        "--speculative-draft-attention-backend", "torch_native",
+        # Spec v1 (DFlashWorker) does not overlap; say so instead of relying on auto-off.
+        "--disable-overlap-schedule",
+    ]  # fmt: skip
+
+
+def ddtree_args(draft_dir: Path, block_size: int, budget: int) -> list[str]:
+    """Return the DDTREE flags: DFLASH's, with the algorithm DDTREE and a tree budget."""
+    args = dflash_args(draft_dir, block_size)
+    args[args.index("DFLASH")] = "DDTREE"
+    return [*args, "--speculative-ddtree-budget", str(budget)]
+
+
+def read_config_dtype(model_dir: Path) -> str:
+    """Return the dtype named by ``model_dir/config.json`` (float32 when absent or unnamed)."""
+    config_path = model_dir / "config.json"
+    if not config_path.is_file():
+        return "float32"
+    config = json.loads(config_path.read_text())
+    return str(config.get("torch_dtype") or config.get("dtype") or "float32")

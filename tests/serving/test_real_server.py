@@ -1,0 +1,275 @@
+"""DDTree on a REAL sglang server: flags that travel with the code, lossless decoding, and
+negative controls that must fail and roll back.
+
+Host tests: two real sshd sandbox hosts, each with the real sglang 0.5.13.post1 and a real
+`python -m sglang.launch_server` on a tiny model built locally (CPU, fp32; sandbox/models.py),
+first serving DFLASH. host0 serves the target, host1 the control target (zero LM head: every
+draft is right, so accept length shows multi-token acceptance). The tests run in order on
+the same hosts (module scope): each one leaves them as it found them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import tomllib
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ddtree_deploy.sandbox.broken import VARIANTS, build_broken_patchset
+from ddtree_deploy.sandbox.hosts import SERVE_FILE_NAME, SERVICE_PORT
+from ddtree_deploy.sandbox.inventory_file import render_toml
+from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
+from tests.support import REPO, run_cli
+
+pytestmark = pytest.mark.hosts
+DDTREE_110 = REPO / "patchsets" / "ddtree" / "1.1.0"
+
+
+@dataclass
+class Serving:
+    sandbox: object
+    patchsets: Path
+    workdir: Path
+    pristine_serve: dict[str, bytes]
+    pristine_tree: dict[str, dict[str, str]]
+    runs: int = 0
+
+    def host(self, name: str):
+        return self.sandbox.host(name)
+
+    def inventory(self, budget: int | None = None, **smoke: object) -> Path:
+        """The sandbox inventory; with `budget`, every host's DDTree budget overridden; with
+        `smoke` keys, those set for every host."""
+        if budget is None and not smoke:
+            return self.sandbox.inventory_path
+        data = tomllib.loads(self.sandbox.inventory_path.read_text())
+        for table in data["hosts"].values():
+            if budget is not None:
+                table["serve"]["args"] += ["--speculative-ddtree-budget", str(budget)]
+            table["smoke"].update(smoke)
+        self.runs += 1
+        path = self.workdir / f"inventory-{self.runs:02d}.toml"
+        path.write_text(render_toml(data))
+        return path
+
+    def cli(self, *args: str, budget: int | None = None, **smoke: object):
+        extra = ["-i", str(self.inventory(budget, **smoke))]
+        if args[0] in ("push", "plan", "smoke", "status"):
+            extra += ["--patchsets-dir", str(self.patchsets)]
+        done = run_cli(*args, *extra, timeout=900)
+        self.runs += 1  # every command's output stays beside the sandbox, for a failed test
+        log = self.workdir / f"cli-{self.runs:02d}-{args[0]}.log"
+        log.write_text(f"$ {' '.join(args)}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def serve_file(self, name: str) -> bytes:
+        return (self.host(name).service_dir_on_disk / SERVE_FILE_NAME).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def serving(base_env, tmp_path_factory):
+    from ddtree_deploy.sandbox import start_sandbox
+
+    workdir = tmp_path_factory.mktemp("serving")
+    sandbox = start_sandbox(
+        workdir / "sandbox",
+        2,
+        first_octet=None,
+        base_env=base_env,
+        service="sglang",
+        models=["target", "control"],
+    )
+    patchsets = workdir / "patchsets"
+    shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
+    for variant in VARIANTS:
+        build_broken_patchset(DDTREE_110, patchsets, variant)
+    names = [h.name for h in sandbox.hosts]
+    state = Serving(
+        sandbox,
+        patchsets,
+        workdir,
+        pristine_serve={},
+        pristine_tree={},
+    )
+    for name in names:
+        state.pristine_serve[name] = state.serve_file(name)
+        state.pristine_tree[name] = sandbox.host(name).tree_digest()
+    yield state
+    sandbox.stop()
+
+
+def get_json(host, path: str) -> dict:
+    with urllib.request.urlopen(f"http://{host.address}:{SERVICE_PORT}{path}", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def listener_cmdline(address: str, port: int) -> str:
+    """The command line of the process listening on address:port (from /proc/net/tcp)."""
+    octets = address.split(".")
+    local = "".join(f"{int(o):02X}" for o in reversed(octets)) + f":{port:04X}"
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == local and fields[3] == "0A":  # 0A: LISTEN
+            inode = fields[9]
+    assert inode, f"nothing listens on {address}:{port}"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = [fd.readlink() for fd in (proc / "fd").iterdir()]
+        except OSError:
+            continue
+        if Path(f"socket:[{inode}]") in fds:
+            return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    raise AssertionError(f"no process holds the socket of {address}:{port}")
+
+
+def events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def server_suites(stdout: str, stage: str = "verify", suite: str = "server") -> dict[str, dict]:
+    """host -> the result of `suite` the push reported at `stage`."""
+    found = {}
+    for e in events(stdout):
+        data = e.get("data") or {}
+        if e["stage"] == stage and e["event"] == "info" and data.get("suite") == suite:
+            found[e["host"]] = data
+    return found
+
+
+def checks(suite: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in suite["checks"]}
+
+
+def summary(stdout: str) -> dict[str, dict]:
+    return {e["host"]: e for e in events(stdout) if e["stage"] == "summary"}
+
+
+def test_pristine_hosts_serve_dflash_from_a_real_launch_server(serving):
+    for host in serving.sandbox.hosts:
+        cmdline = listener_cmdline(host.address, SERVICE_PORT)
+        assert "-m sglang.launch_server" in cmdline, cmdline
+        assert "--speculative-algorithm DFLASH" in cmdline
+        info = get_json(host, "/server_info")
+        assert info["speculative_algorithm"] == "DFLASH"
+        assert "stub" not in info
+
+
+def accept_length(check: dict) -> float:
+    """The accept length an `acceptance` check ran at (its detail's first line says it)."""
+    first = check["detail"].splitlines()[0]
+    return float(first.split("accept length ")[1].split()[0])
+
+
+def test_pristine_dflash_passes_the_same_lossless_gate(serving):
+    """The gate on DFLASH as it runs before any push: lossless on the target, and the
+    control target's always-right drafts accepted 3 at a time (its reference's floor)."""
+    done = serving.cli(
+        "smoke", "--all", "-p", "ddtree@1.1.0", "--suite", "server", "--json",
+        expected_algorithm="DFLASH",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    suites = server_suites(done.stdout, "smoke")
+    for name in ("host0", "host1"):
+        found = checks(suites[name])
+        for check in ("reference", "lossless_sequential", "lossless_concurrent", "acceptance"):
+            assert found[check]["passed"], (name, check, found[check])
+        assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0]
+    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
+    assert "min 3.0" in checks(suites["host1"])["acceptance"]["detail"]
+
+
+@pytest.mark.parametrize("budget", [4, pytest.param(16, marks=pytest.mark.serving_full)])
+def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving, budget):
+    """Pristine DFLASH -> push ddtree 1.1.0 -> DDTREE (lossless, budget as pushed) ->
+    rollback -> DFLASH with its old flags, byte for byte, healthy."""
+    plan = serving.cli("plan", "--all", "-p", "ddtree@1.1.0", budget=budget)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "--speculative-algorithm DDTREE" in " ".join(plan.stderr.split())
+
+    pushed = serving.cli("push", "--all", "-p", "ddtree@1.1.0", "--json", budget=budget)
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    suites = server_suites(pushed.stdout)
+    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
+    for name, suite in suites.items():
+        found = checks(suite)
+        assert suite["passed"], suite
+        for check in ("reference", "lossless_sequential", "lossless_concurrent", "acceptance"):
+            assert found[check]["passed"], (name, check, found[check])
+        assert "8/8" in found["lossless_sequential"]["detail"], found["lossless_sequential"]
+        host = serving.host(name)
+        info = get_json(host, "/server_info")
+        assert info["speculative_algorithm"] == "DDTREE"
+        assert info["speculative_ddtree_budget"] == budget
+        cmdline = listener_cmdline(host.address, SERVICE_PORT)
+        assert "-m sglang.launch_server" in cmdline
+        assert "--speculative-algorithm DDTREE" in cmdline
+        assert f"--speculative-ddtree-budget {budget}" in cmdline
+        assert b"DDTREE" in serving.serve_file(name)
+    # The control target's drafts are always right: DDTREE accepts 3 drafts + bonus a step.
+    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
+    if budget == 4:  # the push's own `imports` suite, and the glue inside the real sglang
+        imports = server_suites(pushed.stdout, "smoke", "imports")["host0"]
+        found = checks(imports)
+        assert WORKER_MODULES <= set(found), sorted(found)
+        assert all(c["passed"] for c in imports["checks"]), imports["details"]
+        host = serving.host("host0")
+        glue = host.run(f"{host.python} -c {shlex.quote(GLUE_PROBE)}", timeout_s=300)
+        assert glue.returncode == 0 and "glue ok" in glue.stdout, glue.stdout + glue.stderr
+
+    status = serving.cli("status", "--all", "-p", "ddtree@1.1.0")
+    assert status.returncode == 0
+    assert "DDTREE" in status.stderr
+
+    back = serving.cli("rollback", "--all", "--json")
+    assert back.returncode == 0, back.stderr[-3000:]
+    for host in serving.sandbox.hosts:
+        assert serving.serve_file(host.name) == serving.pristine_serve[host.name]
+        assert host.tree_digest() == serving.pristine_tree[host.name]
+        assert get_json(host, "/server_info")["speculative_algorithm"] == "DFLASH"
+        cmdline = listener_cmdline(host.address, SERVICE_PORT)
+        assert "--speculative-algorithm DFLASH" in cmdline
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["mask", pytest.param("walk", marks=pytest.mark.serving_full),
+     pytest.param("kv", marks=pytest.mark.serving_full)],
+)  # fmt: skip
+def test_a_lossy_ddtree_fails_the_lossless_gate_and_rolls_back(serving, variant):
+    """A DDTree bug that imports, starts and serves, but changes the output."""
+    bug = VARIANTS[variant]
+    pushed = serving.cli("push", "-H", "host0", "-p", f"ddtree@{bug.version}", "--json")
+    assert pushed.returncode == 1, pushed.stderr[-4000:]
+    suite = server_suites(pushed.stdout)["host0"]
+    failed = [c for c in suite["checks"] if not c["passed"]]
+    names = {c["name"] for c in failed}
+    assert names & {"lossless_sequential", "lossless_concurrent"}, suite
+    lossless = next(c for c in failed if c["name"].startswith("lossless"))
+    assert "first difference at token" in lossless["detail"].splitlines()[0]
+    message = summary(pushed.stdout)["host0"]["message"]
+    assert "lossless" in message and "first difference at token" in message, message
+    host = serving.host("host0")
+    assert serving.serve_file("host0") == serving.pristine_serve["host0"]
+    assert host.tree_digest() == serving.pristine_tree["host0"]
+    assert get_json(host, "/server_info")["speculative_algorithm"] == "DFLASH"
+
+
+@pytest.mark.serving_full
+def test_a_ddtree_that_crashes_at_start_fails_health_and_rolls_back(serving):
+    bug = VARIANTS["crash"]
+    pushed = serving.cli("push", "-H", "host0", "-p", f"ddtree@{bug.version}", "--json")
+    assert pushed.returncode == 1, pushed.stderr[-4000:]
+    message = summary(pushed.stdout)["host0"]["message"]
+    assert "health" in message, message
+    host = serving.host("host0")
+    assert serving.serve_file("host0") == serving.pristine_serve["host0"]
+    assert host.tree_digest() == serving.pristine_tree["host0"]
+    assert get_json(host, "/server_info")["speculative_algorithm"] == "DFLASH"
