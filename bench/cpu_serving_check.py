@@ -36,8 +36,9 @@ sys.path.insert(0, str(REPO))
 
 from ddtree_deploy.patchset.load import load_patchset  # noqa: E402
 from ddtree_deploy.patchset.materialize import materialize  # noqa: E402
-from ddtree_deploy.sandbox.baseenv import SYSTEM_PYTHON, BaseEnv, ensure_base_env  # noqa: E402
-from ddtree_deploy.sandbox.cpu_adapt import IGNORE_TREE_MASK_FLAG, install_cpu_adapt  # noqa: E402
+from ddtree_deploy.sandbox.baseenv import BaseEnv, ensure_base_env  # noqa: E402
+from ddtree_deploy.sandbox.cpu_adapt import IGNORE_TREE_MASK_FLAG  # noqa: E402
+from ddtree_deploy.sandbox.hosts import make_host_venv  # noqa: E402
 from ddtree_deploy.sandbox.models import ModelSet, ensure_models  # noqa: E402
 from ddtree_deploy.sandbox.serving import (  # noqa: E402
     SERVE_ENV,
@@ -86,12 +87,7 @@ def build_host_venv(workdir: Path, name: str, base_env: BaseEnv, with_ddtree: bo
     """Return the python of a fresh host-like venv under ``workdir/name``."""
     venv = workdir / name
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
-    site_packages = venv / "lib" / "python3.11" / "site-packages"
-    (site_packages / "ddtree-sandbox-base.pth").write_text(f"{base_env.site_packages}\n")
-    pristine = [str(p) for p in sorted(base_env.sglang_dir.iterdir()) if p.name != "ready"]
-    subprocess.run(["cp", "-a", *pristine, str(site_packages)], check=True)
-    install_cpu_adapt(site_packages)
+    site_packages = make_host_venv(venv, base_env)
     if with_ddtree:
         wheel = next(base_env.wheelhouse.glob(f"sglang-{base_env.sglang_version}-*.whl"))
         for item in materialize(load_patchset(PATCHSET_DIR), wheel):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ddtree_deploy.patchset.models import LosslessPrompt, check_serve_env, check_serve_token
+from ddtree_deploy.patchset.models import LosslessPrompt, ServeConfig
 
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
 DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
@@ -79,27 +79,12 @@ class ServiceSpec(_Strict):
         return shlex.split(value) if value else None
 
 
-class ServeOverrides(_Strict):
+class ServeOverrides(ServeConfig):
     """This host's server arguments and environment (model path, port, draft model...).
 
-    Merged with a patchset's [serve]: a flag or env name given here replaces the
-    patchset's; the rest of the patchset's is added after these.
+    Same form and checks as a patchset's [serve]; merged with it: a flag or env name given
+    here replaces the patchset's, and the rest of the patchset's is added after these.
     """
-
-    args: list[str] = []
-    env: dict[str, str] = {}
-
-    @field_validator("args")
-    @classmethod
-    def _args(cls, value: list[str]) -> list[str]:
-        if value and not value[0].startswith("--"):
-            raise ValueError(f"must start with a --flag, got {value[0]!r}")
-        return [check_serve_token(token, "argument") for token in value]
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_serve_env(value, "env")
 
 
 class SmokeSpec(_Strict):

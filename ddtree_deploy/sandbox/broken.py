@@ -5,8 +5,9 @@ the push's local gate accepts it; only a gate that watches real decoding can cat
 
 - ``mask``: the tree attention mask is dropped — verify runs causal over the tree slots,
   so a node also sees its earlier siblings (lossless check must fail).
-- ``walk``: the walk follows the FIRST child of the current node whenever some child
-  matches, not the child that matched (lossless check must fail).
+- ``walk``: the worker hands the walk its sibling links as child links, so the walk
+  follows the wrong children (lossless check must fail). (A bug inside the walk function
+  itself, ddtree_utils, is caught earlier, by the `ddtree` smoke suite before the restart.)
 - ``kv``: the kept KV slots are off by one verify row, so the cache of the committed path
   holds its neighbours' keys and values (lossless check must fail).
 - ``crash``: the worker raises while starting (health must fail).
@@ -42,10 +43,10 @@ VARIANTS: dict[str, BrokenVariant] = {
     ),
     "walk": BrokenVariant(
         "1.1.2",
-        f"{SPECULATIVE}/ddtree_utils.py",
-        "child = torch.argmax(match.to(torch.int8), dim=1)",
-        "child = torch.argmax((parents == current[:, None]).to(torch.int8), dim=1)",
-        "walk takes the first child, not the matching one",
+        f"{SPECULATIVE}/ddtree_info.py",
+        "tree.next_token, tree.next_sibling, tree.walk_tokens",
+        "tree.next_sibling, tree.next_token, tree.walk_tokens",
+        "the worker swaps the walk's child and sibling links: it follows the wrong children",
     ),
     "kv": BrokenVariant(
         "1.1.3",

@@ -386,15 +386,13 @@ def _stop_sshd(hostdir: Path) -> bool:
     return stop_pid_file(pid_file, config_marker)
 
 
-def _prepare_hostdir(hostdir: Path, base_env: BaseEnv, service: str = "stub") -> None:
-    """Lay out one host dir: srv/venv with the base .pth and its own sglang, the service script.
+def make_host_venv(venv_dir: Path, base_env: BaseEnv) -> Path:
+    """Create a sandbox host's venv at ``venv_dir``; return its site-packages.
 
-    ``stub.json`` or the serve file is written later, once the host's address is known.
+    A plain venv from the system python, a .pth naming the base env (and the overlay, for
+    an sglang that needs one), its own copy of the pristine sglang, and the CPU adaptation
+    fixture (inert unless DDTREE_SANDBOX_CPU_ADAPT=1, which the sandbox's serve file sets).
     """
-    shutil.rmtree(hostdir, ignore_errors=True)
-    for sub in ("srv/service", "home", "state", "etc"):
-        (hostdir / sub).mkdir(parents=True, exist_ok=True)
-    venv_dir = hostdir / "srv" / "venv"
     subprocess.run(
         [str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv_dir)],
         check=True,
@@ -408,7 +406,19 @@ def _prepare_hostdir(hostdir: Path, base_env: BaseEnv, service: str = "stub") ->
     subprocess.run(
         ["cp", "-a", *map(str, pristine), str(site_packages)], check=True, capture_output=True
     )
-    install_cpu_adapt(site_packages)  # inert unless DDTREE_SANDBOX_CPU_ADAPT=1 (the serve env)
+    install_cpu_adapt(site_packages)
+    return site_packages
+
+
+def _prepare_hostdir(hostdir: Path, base_env: BaseEnv, service: str = "stub") -> None:
+    """Lay out one host dir: srv/venv with the base .pth and its own sglang, the service script.
+
+    ``stub.json`` or the serve file is written later, once the host's address is known.
+    """
+    shutil.rmtree(hostdir, ignore_errors=True)
+    for sub in ("srv/service", "home", "state", "etc"):
+        (hostdir / sub).mkdir(parents=True, exist_ok=True)
+    make_host_venv(hostdir / "srv" / "venv", base_env)
     source = REAL_SOURCE if service == "sglang" else STUB_SOURCE
     shutil.copyfile(source, hostdir / "srv" / "service" / source.name)
 

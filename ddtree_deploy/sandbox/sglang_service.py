@@ -15,6 +15,10 @@ scheduler and detokenizer processes share it), ``server.log``, ``tmp/`` (the ser
 TMPDIR: sglang leaves IPC files there, so each start gets it emptied).
 
 Exit codes: ``status`` 0 running, 3 stopped; ``start``/``stop`` 0 on success, 1 on failure.
+
+It is deliberately self-contained (it is copied alone onto the host, like an operator's own
+start script): the serve-file reading repeats ``stages/serve_file.parse_serve_file`` and the
+pid handling repeats ``sglang_stub.py``'s rather than importing either.
 """
 
 from __future__ import annotations

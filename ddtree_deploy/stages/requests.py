@@ -182,7 +182,8 @@ def server_options(host: Host, prepared: PreparedPatchset) -> dict[str, Any]:
     """The `server` suite's settings: the inventory's, with what the serve flags imply.
 
     expected_algorithm/expected_ddtree_budget not set in the inventory are read from the
-    serve file the patchset's push writes; min_accept_length falls back to [lossless]'s.
+    serve file the patchset's push writes (the budget only along with the algorithm);
+    min_accept_length falls back to [lossless]'s.
     """
     smoke = host.smoke
     options = smoke.model_dump(exclude={"lossless", "lossless_prompts"})
@@ -190,9 +191,8 @@ def server_options(host: Host, prepared: PreparedPatchset) -> dict[str, Any]:
         serve = plan_serve_file(host, prepared)
     except ValueError:
         serve = None
-    if serve is not None:
-        if "expected_algorithm" not in smoke.model_fields_set:
-            options["expected_algorithm"] = serve.flag("--speculative-algorithm")
+    if serve is not None and "expected_algorithm" not in smoke.model_fields_set:
+        options["expected_algorithm"] = serve.flag("--speculative-algorithm")
         if "expected_ddtree_budget" not in smoke.model_fields_set:
             budget = serve.flag("--speculative-ddtree-budget")
             options["expected_ddtree_budget"] = int(budget) if budget else None

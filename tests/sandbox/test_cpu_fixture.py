@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_deploy.sandbox.baseenv import SYSTEM_PYTHON
-from ddtree_deploy.sandbox.cpu_adapt import ENV_FLAG, MODULE_NAME, PTH_NAME, install_cpu_adapt
+from ddtree_deploy.sandbox.cpu_adapt import ENV_FLAG, MODULE_NAME, PTH_NAME
 from ddtree_deploy.sandbox.models import DEFAULT_RECIPE, MAKE_MODELS, MODEL_KINDS, ensure_models
 
 CPU_ADAPT_FILE = Path(__file__).parents[2] / "ddtree_deploy" / "sandbox" / "cpu_adapt.py"
@@ -86,17 +86,13 @@ def test_cpu_adapt_is_inert_without_the_flag():
     assert done.stdout.split() == ["False", "False", "False"]
 
 
-def make_host_venv(base_env, venv: Path) -> Path:
+def make_patched_venv(base_env, venv: Path) -> Path:
     """Lay out a host-like venv (as _prepare_hostdir does) with ddtree 1.1.0 applied."""
     from ddtree_deploy.patchset.load import load_patchset
     from ddtree_deploy.patchset.materialize import materialize
+    from ddtree_deploy.sandbox.hosts import make_host_venv
 
-    subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
-    site_packages = venv / "lib" / "python3.11" / "site-packages"
-    (site_packages / "ddtree-sandbox-base.pth").write_text(f"{base_env.site_packages}\n")
-    pristine = [str(p) for p in sorted(base_env.sglang_dir.iterdir()) if p.name != "ready"]
-    subprocess.run(["cp", "-a", *pristine, str(site_packages)], check=True)
-    install_cpu_adapt(site_packages)
+    site_packages = make_host_venv(venv, base_env)
     wheel = next(base_env.wheelhouse.glob(f"sglang-{base_env.sglang_version}-*.whl"))
     for item in materialize(load_patchset(PATCHSET_DIR), wheel):
         (site_packages / item.entry.path).write_bytes(item.result)
@@ -137,7 +133,7 @@ INERT_PROBE = (
 
 
 def test_cpu_adapt_patches_sglang_in_a_host_venv(base_env, tmp_path):
-    site_packages = make_host_venv(base_env, tmp_path / "venv")
+    site_packages = make_patched_venv(base_env, tmp_path / "venv")
     assert (site_packages / PTH_NAME).read_text() == f"import {MODULE_NAME}\n"
     python = tmp_path / "venv" / "bin" / "python"
     env = clean_env(**{ENV_FLAG: "1", "SGLANG_USE_CPU_ENGINE": "1", "TMPDIR": str(tmp_path)})

@@ -273,3 +273,64 @@ def test_a_ddtree_that_crashes_at_start_fails_health_and_rolls_back(serving):
     assert serving.serve_file("host0") == serving.pristine_serve["host0"]
     assert host.tree_digest() == serving.pristine_tree["host0"]
     assert get_json(host, "/server_info")["speculative_algorithm"] == "DFLASH"
+
+
+def without_references(patchsets: Path, version: str = "1.1.0") -> Path:
+    """A copy of `patchsets` whose ddtree `version` ships no lossless references."""
+    out = patchsets.parent / f"{patchsets.name}-norefs"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(patchsets / "ddtree" / version, out / "ddtree" / version)
+    spec = out / "ddtree" / version / "patchset.toml"
+    text = spec.read_text()
+    start = text.index("references = [")
+    end = text.index("]", start) + 1
+    spec.write_text(text[:start] + "references = []" + text[end:])
+    return out
+
+
+@pytest.mark.serving_full
+def test_without_any_reference_the_gate_fails_and_says_why(serving):
+    """A DFLASH server cannot serve as the target's reference and none is shipped: the
+    lossless gate must fail (not skip) and say both, then the push rolls back."""
+    norefs = without_references(serving.patchsets)
+    pushed = run_cli(
+        "push", "-H", "host0", "-p", "ddtree@1.1.0", "--json", "-i",
+        str(serving.sandbox.inventory_path), "--patchsets-dir", str(norefs), timeout=900,
+    )  # fmt: skip
+    assert pushed.returncode == 1, pushed.stderr[-4000:]
+    reference = checks(server_suites(pushed.stdout)["host0"])["reference"]
+    assert not reference["passed"]
+    assert "no reference for the running model" in reference["detail"]
+    assert "runs DFLASH, not plain greedy" in reference["detail"]
+    assert serving.serve_file("host0") == serving.pristine_serve["host0"]
+
+
+@pytest.mark.serving_full
+def test_a_plain_server_records_the_reference_before_the_restart(base_env, tmp_path_factory):
+    """No shipped reference, but the host serves the same target without speculation: the
+    push records its greedy outputs before the restart and the gate verifies against them."""
+    from ddtree_deploy.sandbox import start_sandbox
+
+    workdir = tmp_path_factory.mktemp("plain")
+    sandbox = start_sandbox(workdir / "sandbox", 1, first_octet=None, base_env=base_env,
+                            service="sglang", initial_algorithm=None)  # fmt: skip
+    try:
+        patchsets = workdir / "patchsets"
+        shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
+        norefs = without_references(patchsets)
+        common = ["-i", str(sandbox.inventory_path)]
+        pushed = run_cli("push", "--all", "-p", "ddtree@1.1.0", "--json", *common,
+                         "--patchsets-dir", str(norefs), timeout=900)  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr[-4000:]
+        recorded = checks(server_suites(pushed.stdout, "reference")["host0"])["reference"]
+        assert recorded["detail"].startswith("recorded 8 prompts × 64 tokens")
+        verified = checks(server_suites(pushed.stdout)["host0"])
+        assert "references/" in verified["reference"]["detail"], verified["reference"]
+        assert verified["lossless_sequential"]["passed"], verified["lossless_sequential"]
+        files = list((sandbox.hosts[0].state_dir_on_disk / "references").glob("*.json"))
+        assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
+        back = run_cli("rollback", "--all", *common, timeout=900)
+        assert back.returncode == 0, back.stderr[-3000:]
+        assert get_json(sandbox.hosts[0], "/server_info")["speculative_algorithm"] is None
+    finally:
+        sandbox.stop()
