@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         "--service",
         choices=("sglang", "stub"),
         default="sglang",
-        help="a real sglang server per host (default) or the sglang-shaped test stub",
+        help="a real sglang server per host (default; sglang 0.5.13.post1 only) or the "
+        "sglang-shaped test stub",
     )
     up.add_argument(
         "--first-octet",

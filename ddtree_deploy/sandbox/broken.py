@@ -5,9 +5,12 @@ the push's local gate accepts it; only a gate that watches real decoding can cat
 
 - ``mask``: the tree attention mask is dropped — verify runs causal over the tree slots,
   so a node also sees its earlier siblings (lossless check must fail).
-- ``walk``: the worker hands the walk its sibling links as child links, so the walk
-  follows the wrong children (lossless check must fail). (A bug inside the walk function
-  itself, ddtree_utils, is caught earlier, by the `ddtree` smoke suite before the restart.)
+- ``walk``: the node tokens the walk matches against the target's are shifted by one
+  slot, so it accepts the child whose NEIGHBOUR carries the target's token: the committed
+  token is right, the kept KV is the wrong child's (lossless check must fail). A bug inside
+  the walk function itself (ddtree_utils) is caught earlier, by the `ddtree` smoke suite; one
+  that only loses acceptance (child/sibling links swapped: accept length 1.02 instead of 1.12)
+  passes a lossless gate by design.
 - ``kv``: the kept KV slots are off by one verify row, so the cache of the committed path
   holds its neighbours' keys and values (lossless check must fail).
 - ``crash``: the worker raises while starting (health must fail).
@@ -43,10 +46,10 @@ VARIANTS: dict[str, BrokenVariant] = {
     ),
     "walk": BrokenVariant(
         "1.1.2",
-        f"{SPECULATIVE}/ddtree_info.py",
-        "tree.next_token, tree.next_sibling, tree.walk_tokens",
-        "tree.next_sibling, tree.next_token, tree.walk_tokens",
-        "the worker swaps the walk's child and sibling links: it follows the wrong children",
+        f"{SPECULATIVE}/ddtree_worker_utils.py",
+        "walk_tokens[b, :size] = tree.input_ids",
+        "walk_tokens[b, 1:size] = tree.input_ids[: size - 1]",
+        "the walk's node tokens are off by one slot: it picks the wrong child",
     ),
     "kv": BrokenVariant(
         "1.1.3",

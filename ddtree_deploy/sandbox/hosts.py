@@ -190,6 +190,11 @@ def start_sandbox(
         raise ValueError(f"{count} hosts but {len(names)} names")
     if service not in SERVICES:
         raise ValueError(f"service must be one of {SERVICES}, got {service!r}")
+    if service == "sglang" and sglang_version != DEFAULT_SGLANG_VERSION:
+        raise ValueError(
+            f"a real sglang server in the sandbox needs sglang {DEFAULT_SGLANG_VERSION} (the CPU "
+            f"adaptation fixture targets its modules); for {sglang_version} use the stub service"
+        )
     host_models = list(models) if models is not None else ["target"] * count
     if len(host_models) != count or not set(host_models) <= set(MODEL_KINDS):
         raise ValueError(f"models: {count} of {MODEL_KINDS}, got {host_models}")

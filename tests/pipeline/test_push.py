@@ -101,7 +101,8 @@ def _raise_at_import(root):
     [
         ("compile", None, {}, "py_compile failed"),
         ("imports", ["imports"], {}, "smoke failed: imports"),
-        ("health", None, {}, "not ready after"),
+        # The stub dies importing the broken patch: health sees the service exit at once.
+        ("health", None, {}, "the service exited while starting"),
     ],
 )
 def test_failed_gate_rolls_back_byte_identical(deploy, tmp_path, case, suites, stub, expected):
