@@ -36,7 +36,20 @@ def build_lock(patchset: Patchset) -> PatchsetLock:
             )
             for m in files
         },
+        references=digest_references(patchset),
     )
+
+
+def digest_references(patchset: Patchset) -> dict[str, str]:
+    """sha256 of every [lossless] reference file (path relative to the patchset dir)."""
+    lossless = patchset.spec.lossless
+    found = {}
+    for rel in lossless.references if lossless else []:
+        path = patchset.source_path(rel)
+        if not path.is_file():
+            raise PatchsetError(f"{path}: lossless reference not found")
+        found[rel] = digest(path.read_bytes())
+    return found
 
 
 def write_lock(patchset: Patchset) -> PatchsetLock:
@@ -58,6 +71,14 @@ def check_sources(patchset: Patchset) -> PatchsetLock:
         raise PatchsetError(f"{where}: lock is for {lock.name}@{lock.version}, not {spec.ref}")
     if set(lock.files) != {f.path for f in spec.files}:
         raise PatchsetError(f"{where}: lock lists other files than patchset.toml; re-lock")
+    references = digest_references(patchset)
+    for rel, sha in references.items():
+        if lock.references.get(rel) != sha:
+            state = "not in the lock" if rel not in lock.references else "changed since the lock"
+            raise PatchsetError(
+                f"{patchset.source_path(rel)}: lossless reference {state}; "
+                f"run `ddtree-deploy patchset lock {spec.ref}`"
+            )
     for entry in spec.files:
         locked = lock.files[entry.path]
         if (locked.kind, locked.source) != (entry.kind, entry.source):

@@ -200,3 +200,5 @@ class PatchsetLock(_Strict):
     target: Target
     wheel: str
     files: dict[str, LockedFile]
+    # sha256 of each [lossless] reference file: the gate's data is locked like the code.
+    references: dict[str, str] = {}

@@ -120,3 +120,23 @@ def test_missing_lock_is_refused(tmp_path):
     inv.write_text('[hosts.x]\naddress = "127.0.0.1"\nport = 1\n')
     done = run_cli("push", "-i", str(inv), "--all", "--patchsets-dir", str(dirs))
     assert done.returncode == 2 and "patchset.lock.json: missing" in done.stderr
+
+
+def test_lossless_references_are_locked_like_the_code(tmp_path):
+    """ddtree 1.1.0 ships the lossless gate's references: editing one (a bad reference could
+    make the gate pass a lossy build) is refused by the local gate, naming the file."""
+    import shutil
+
+    from tests.support import REPO
+
+    root = tmp_path / "ddtree" / "1.1.0"
+    shutil.copytree(REPO / "patchsets" / "ddtree" / "1.1.0", root)
+    patchset = load_patchset(root)
+    lock = check_sources(patchset)
+    assert set(lock.references) == set(patchset.spec.lossless.references)
+    ref = root / patchset.spec.lossless.references[0]
+    data = json.loads(ref.read_text())
+    data["outputs"][0]["output_ids"][5] += 1
+    ref.write_text(json.dumps(data))
+    with pytest.raises(PatchsetError, match=re.escape(f"{ref}: lossless reference changed")):
+        check_sources(load_patchset(root))
