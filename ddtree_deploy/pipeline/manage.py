@@ -11,7 +11,13 @@ from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, unreach
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
-from ddtree_deploy.stages.serve_file import describe_serve_text
+from ddtree_deploy.stages.serve_file import (
+    describe_serve_text,
+    diff_flags,
+    parse_serve_file,
+    redact_args,
+    summarize_flags,
+)
 
 
 def _facts(run: HostRun, prepared: PreparedPatchset | None, stage: str) -> dict | HostResult:
@@ -24,7 +30,9 @@ def _facts(run: HostRun, prepared: PreparedPatchset | None, stage: str) -> dict 
     facts = response.results[0].data
     serve = facts.get("serve")
     if serve:  # never the raw text in events: it may hold an api key
-        serve["flags"] = describe_serve_text(serve["path"], serve.pop("text", None))
+        text = serve.pop("text", None)
+        serve["flags"] = describe_serve_text(serve["path"], text)
+        serve["args"] = redact_args(parse_serve_file(text)[0]) if text else []
     return facts
 
 
@@ -63,7 +71,8 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
         now = facts.get("serve") or {}
         same = now.get("sha256") == rq.serve_spec(serve)["sha256"]
         plan[serve.path] = "unchanged" if same else "flags"
-        details["serve"] = {"now": now.get("flags"), "new": serve.describe()}
+        changes = diff_flags(now.get("args") or [], redact_args(serve.args))
+        details["serve"] = {"now": now.get("flags"), "new": serve.describe(), "changes": changes}
     if facts["package_version"] != prepared.target_version:
         msg = f"installed {facts['package_version']}, patchset targets {prepared.target_version}"
         return run.result(Outcome.REFUSED, msg, details=details)
@@ -94,6 +103,7 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
         "backups": facts["backups"],
         "pending": facts["pending"],
         "serve": (facts.get("serve") or {}).get("flags"),
+        "serving": summarize_flags(facts["serve"]["args"]) if facts.get("serve") else None,
     }
     outcome, message = Outcome.OK, f"deployed: {details['deployed'] or 'nothing'}"
     if prepared is not None:
@@ -223,6 +233,9 @@ def smoke_host(run: HostRun, prepared: PreparedPatchset, sources: dict[str, str]
     return run.result(outcome, message, details={"suites": suites})
 
 
+HEADLINE_CHECKS = ("lossless_sequential", "lossless_concurrent", "acceptance")
+
+
 def describe_suite(suite: dict[str, Any]) -> str:
     """Return one line for a suite result: `name: verdict (passed/total checks)[: why]`.
 
@@ -233,8 +246,9 @@ def describe_suite(suite: dict[str, Any]) -> str:
     passed = sum(1 for c in checks if c.get("passed"))
     verdict = "skipped" if suite.get("skipped") else "passed" if suite.get("passed") else "FAILED"
     line = f"{suite.get('suite', '?')}: {verdict} ({passed}/{len(checks)} checks)"
-    if verdict == "passed":
-        return line
+    if verdict == "passed":  # what a passing gate measured, so a reader sees it had teeth
+        shown = [_check_summary(c) for c in checks if c.get("name") in HEADLINE_CHECKS]
+        return f"{line}: {'; '.join(shown)}" if shown else line
     failed = [_check_summary(c) for c in checks if not c.get("passed")]
     why = "; ".join(failed) or str(suite.get("details") or "")
     return f"{line}: {why[:300]}" if why else line

@@ -104,8 +104,9 @@ def plan_table(results: list[HostResult]) -> Table:
         for path, state in files.items():
             style = {"drifted": "red", "unchanged": "dim"}.get(state, "yellow")
             action = f"[{style}]{state}[/]"
-            if state == "flags":  # the serve file: show what the server will run with
-                action = f"[yellow]write flags[/] {escape(serve.get('new', ''))}"
+            if state == "flags":  # the serve file: which server flags change
+                changes = "; ".join(serve.get("changes") or []) or "rewrite (same flags)"
+                action = f"[yellow]flags[/] {escape(changes)}"
             table.add_row(r.host, path, action)
     return table
 
@@ -128,7 +129,7 @@ def status_table(results: list[HostResult]) -> Table:
             d["lock"]["holder"] if d["lock"] else "-",
             str(len(d["backups"])),
             f"{last.get('state', '-')} {last.get('deploy_id', '')}",
-            escape(d.get("serve") or "-"),
+            escape(d.get("serving") or "-"),
             r.message,
         )
     return table

@@ -128,6 +128,30 @@ def redact_args(args: Sequence[str]) -> list[str]:
     return shown
 
 
+def summarize_flags(args: Sequence[str]) -> str:
+    """A few words for a table: the speculative algorithm and budget, or none."""
+    flags = dict(split_flags(args)) if args and args[0].startswith("--") else {}
+    algorithm = (flags.get("--speculative-algorithm") or ("",))[0]
+    if not algorithm:
+        return "no speculative decoding"
+    budget = (flags.get("--speculative-ddtree-budget") or ("",))[0]
+    return f"{algorithm} budget {budget}" if budget else algorithm
+
+
+def diff_flags(old_args: Sequence[str], new_args: Sequence[str]) -> list[str]:
+    """What changes from old to new, flag by flag: `--x a -> b`, `+ --y 8`, `- --z 4`."""
+    old = dict(split_flags(old_args)) if old_args and old_args[0].startswith("--") else {}
+    new = dict(split_flags(new_args)) if new_args and new_args[0].startswith("--") else {}
+    changes = []
+    for name, values in new.items():
+        if name not in old:
+            changes.append(" ".join(["+", name, *values]))
+        elif old[name] != values:
+            changes.append(f"{name} {' '.join(old[name])} -> {' '.join(values)}")
+    changes += [" ".join(["-", name, *values]) for name, values in old.items() if name not in new]
+    return changes
+
+
 def describe_serve_text(path: str, text: str | None) -> str:
     """One redacted line for a serve file as found on a host (or its absence)."""
     if text is None:

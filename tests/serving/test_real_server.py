@@ -192,7 +192,9 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
     rollback -> DFLASH with its old flags, byte for byte, healthy."""
     plan = serving.cli("plan", "--all", "-p", "ddtree@1.1.0", budget=budget)
     assert plan.returncode == 0, plan.stderr[-3000:]
-    assert "--speculative-algorithm DDTREE" in " ".join(plan.stderr.split())
+    shown = " ".join(plan.stderr.split())  # the flags that change, not all of them
+    assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stderr[-3000:]
+    assert f"+ --speculative-ddtree-budget {budget}" in shown
 
     pushed = serving.cli("push", "--all", "-p", "ddtree@1.1.0", "--json", budget=budget)
     assert pushed.returncode == 0, pushed.stderr[-4000:]
@@ -226,7 +228,7 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
 
     status = serving.cli("status", "--all", "-p", "ddtree@1.1.0")
     assert status.returncode == 0
-    assert "DDTREE" in status.stderr
+    assert f"DDTREE budget {budget}" in " ".join(status.stderr.split())
 
     back = serving.cli("rollback", "--all", "--json")
     assert back.returncode == 0, back.stderr[-3000:]

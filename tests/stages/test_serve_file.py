@@ -151,3 +151,19 @@ def test_agent_refuses_a_serve_content_that_does_not_match_its_hash(tmp_path):
     answer = agent(tmp_path / "state", install)
     assert answer["results"][0]["code"] == "result_mismatch"
     assert not (tmp_path / "s.env").exists()
+
+
+def test_plan_and_status_show_what_changes_and_what_runs():
+    from ddtree_deploy.stages.serve_file import diff_flags, summarize_flags
+
+    dflash = ["--model-path", "/m", "--speculative-algorithm", "DFLASH", "--x", "1"]
+    ddtree = ["--model-path", "/m", "--speculative-algorithm", "DDTREE",
+              "--speculative-ddtree-budget", "8"]  # fmt: skip
+    assert diff_flags(dflash, ddtree) == [
+        "--speculative-algorithm DFLASH -> DDTREE",
+        "+ --speculative-ddtree-budget 8",
+        "- --x 1",
+    ]
+    assert summarize_flags(ddtree) == "DDTREE budget 8"
+    assert summarize_flags(dflash) == "DFLASH"
+    assert summarize_flags(["--model-path", "/m"]) == "no speculative decoding"
