@@ -9,15 +9,12 @@ its own dir and listens on port 2222+i; the inventory then carries per-host path
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -36,13 +33,22 @@ from ddtree_deploy.sandbox.inventory_file import InventoryHost, build_inventory,
 from ddtree_deploy.sandbox.models import MODEL_KINDS, ModelSet, ensure_models
 from ddtree_deploy.sandbox.processes import (
     find_children,
-    is_running,
     read_cmdline,
     read_pid_file,
     stop_pid,
     stop_pid_file,
 )
-from ddtree_deploy.sandbox.serving import SERVE_ENV, base_launch_args, dflash_args
+from ddtree_deploy.sandbox.service import (
+    INITIAL_ALGORITHMS,
+    REAL_SOURCE,
+    SERVE_FILE_NAME,
+    SERVICE_PORT,
+    host_serve_args,
+    pristine_serve_file,
+    stop_real_server,
+    wait_healthy,
+)
+from ddtree_deploy.sandbox.serving import SERVE_ENV
 from ddtree_deploy.sandbox.sshd import (
     SSHD,
     format_known_hosts_line,
@@ -52,18 +58,11 @@ from ddtree_deploy.sandbox.sshd import (
 )
 
 SSH_PORT = 2222
-SERVICE_PORT = 30000
 STUB_SOURCE = Path(__file__).with_name("sglang_stub.py")
 STUB_MARKER = "sglang_stub.py"
-REAL_SOURCE = Path(__file__).with_name("sglang_service.py")
-REAL_MARKER = "sglang.launch_server"
-SERVE_FILE_NAME = "sglang.env"
 # The service each sandbox host runs: "sglang" is a real `python -m sglang.launch_server` on a
 # tiny model (CPU); "stub" is sglang_stub.py, kept for tests that need its fault knobs.
 SERVICES = ("sglang", "stub")
-# What a pristine real host serves before any push: the target with DFLASH, or plain greedy.
-INITIAL_ALGORITHMS = ("DFLASH", None)
-DFLASH_BLOCK_SIZE = 4
 BASE_PTH_NAME = "ddtree-sandbox-base.pth"
 # Sorts before BASE_PTH_NAME: site.py reads .pth files by name, so the overlay comes first.
 OVERLAY_PTH_NAME = "ddtree-sandbox-0-overlay.pth"
@@ -283,47 +282,6 @@ def start_sandbox(
     return sandbox
 
 
-def host_serve_args(models: ModelSet, host: SandboxHost) -> list[str]:
-    """The host's own server flags (inventory `serve.args`): its model, address, port, the
-    CPU settings and the DFlash draft; a patchset's [serve] adds the algorithm."""
-    model_dir = models.path(host.model)
-    return [
-        *base_launch_args(model_dir, host.address, SERVICE_PORT),
-        *dflash_args(models.draft, DFLASH_BLOCK_SIZE)[2:],  # all but the algorithm
-    ]
-
-
-def pristine_serve_file(models: ModelSet, host: SandboxHost, algorithm: str | None) -> str:
-    """The serve file an operator would have written before any push (DFLASH or plain)."""
-    args = base_launch_args(models.path(host.model), host.address, SERVICE_PORT)
-    if algorithm == "DFLASH":
-        args += dflash_args(models.draft, DFLASH_BLOCK_SIZE)
-    lines = [
-        f"# sglang on sandbox host {host.name}: {host.model} model, "
-        f"{algorithm or 'no speculative decoding'} (written by the sandbox, as an operator would)",
-        f'SGLANG_ARGS="{" ".join(args)}"',
-        *(f'{key}="{value}"' for key, value in sorted(SERVE_ENV.items())),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def wait_healthy(host: SandboxHost, timeout_s: float) -> None:
-    """Poll the host's /health_generate until HTTP 200; raise RuntimeError with the log tail."""
-    url = f"http://{host.address}:{SERVICE_PORT}/health_generate"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                if response.status == 200:
-                    return
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.5)
-    log = host.service_dir_on_disk / "server.log"
-    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
-    raise RuntimeError(f"{host.name}: {url} not healthy after {timeout_s:.0f}s; log:\n{tail}")
-
-
 def _pick_first_octet(count: int, first_octet: int | None, namespaced: bool) -> int:
     """Return a first octet whose whole block is free; raise RuntimeError if a fixed one isn't."""
 
@@ -355,29 +313,10 @@ def stop_sandbox(workdir: Path) -> bool:
     for hostdir in sorted(hosts_dir.iterdir()) if hosts_dir.is_dir() else []:
         service_pid_file = hostdir / "srv" / "service" / "server.pid"
         # The real server first: stop_pid_file drops a pid file whose process is not a stub.
-        all_stopped &= _stop_real_server(service_pid_file)
+        all_stopped &= stop_real_server(service_pid_file)
         all_stopped &= stop_pid_file(service_pid_file, STUB_MARKER)
         all_stopped &= _stop_sshd(hostdir)
     return all_stopped
-
-
-def _stop_real_server(pid_file: Path) -> bool:
-    """Stop a real sglang server and its scheduler/detokenizer processes (its process group)."""
-    pid = read_pid_file(pid_file)
-    if pid is None or REAL_MARKER not in read_cmdline(pid):
-        return True
-    members = [pid, *find_children(pid)]
-    for signum, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 3.0)):
-        for member in members:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(member, signum)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(is_running(m) for m in members):
-            time.sleep(0.05)
-    stopped = not any(is_running(m) for m in members)
-    if stopped:
-        pid_file.unlink(missing_ok=True)
-    return stopped
 
 
 def _stop_sshd(hostdir: Path) -> bool:
