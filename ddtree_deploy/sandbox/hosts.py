@@ -264,20 +264,20 @@ def start_sandbox(
             sandbox.stop()
             raise
     timings_s["sshd_start_s"] = time.monotonic() - mark
-    known_lines = [
-        format_known_hosts_line(h.address, h.port, h.sshd_spec(authorized_keys).host_key_pub)
-        for h in hosts
-    ]
-    sandbox.known_hosts.write_text("\n".join(known_lines) + "\n")
-    sandbox.write_inventory(sandbox.inventory_path)
-    if start_services if start_services is not None else service == "sglang":
-        mark = time.monotonic()
-        try:
+    try:  # from here on, a failure must not leave sshds or servers behind
+        known_lines = [
+            format_known_hosts_line(h.address, h.port, h.sshd_spec(authorized_keys).host_key_pub)
+            for h in hosts
+        ]
+        sandbox.known_hosts.write_text("\n".join(known_lines) + "\n")
+        sandbox.write_inventory(sandbox.inventory_path)
+        if start_services if start_services is not None else service == "sglang":
+            mark = time.monotonic()
             sandbox.start_services()
-        except BaseException:
-            sandbox.stop()
-            raise
-        timings_s["services_start_s"] = time.monotonic() - mark
+            timings_s["services_start_s"] = time.monotonic() - mark
+    except BaseException:
+        sandbox.stop()
+        raise
     timings_s["total_s"] = time.monotonic() - started
     return sandbox
 
