@@ -69,7 +69,7 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
         return run.result(Outcome.REFUSED, str(exc), details=details)
     if serve is not None:
         now = facts.get("serve") or {}
-        same = now.get("sha256") == rq.serve_spec(serve)["sha256"]
+        same = now.get("sha256") == serve.sha256
         plan[serve.path] = "unchanged" if same else "flags"
         changes = diff_flags(now.get("args") or [], redact_args(serve.args))
         details["serve"] = {"now": now.get("flags"), "new": serve.describe(), "changes": changes}

@@ -85,7 +85,7 @@ def make_references(patchset_dir: Path, workdir: Path) -> list[Path]:
             result = record_with_suite(
                 f"http://{host.address}:{SERVICE_PORT}", lossless, record_dir
             )
-            files = [p for p in record_dir.glob("*.json")]
+            files = list(record_dir.glob("*.json"))
             if not result.get("passed") or len(files) != 1:
                 raise RuntimeError(f"{kind}: nothing recorded: {result.get('details')}")
             reference = json.loads(files[0].read_text())

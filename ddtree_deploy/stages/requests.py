@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import posixpath
 import socket
@@ -47,7 +46,7 @@ def serve_spec(serve: ServeFile | None) -> dict[str, Any] | None:
         return None
     return {
         "path": serve.path,
-        "sha256": hashlib.sha256(serve.content).hexdigest(),
+        "sha256": serve.sha256,
         "content_b64": base64.b64encode(serve.content).decode(),
     }
 
@@ -77,7 +76,7 @@ def check_plan_op(
             "files": [
                 f.install_spec() | {"diff": None, "content_b64": None} for f in prepared.files
             ],
-            "serve": (serve_spec(serve) or {}) | {"content_b64": None} if serve else None,
+            "serve": {"path": serve.path, "sha256": serve.sha256} if serve else None,
         },
     )
 

@@ -18,6 +18,7 @@ file. The file is backed up before and restored on rollback, byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,11 @@ class ServeFile:
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     content: bytes
+
+    @property
+    def sha256(self) -> str:
+        """The hex sha256 of the file's bytes (what preflight compares with the host's)."""
+        return hashlib.sha256(self.content).hexdigest()
 
     def flag(self, name: str) -> str | None:
         """Return the first value of flag `name` (e.g. "--port"), or None."""
