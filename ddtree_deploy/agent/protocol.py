@@ -34,11 +34,15 @@ class AgentRequest(BaseModel):
 
 
 class OpResult(BaseModel):
+    """One op's answer: ok, halted (ok, later ops skipped, `note` says why) or failed."""
+
     op: str
     ok: bool
     data: Any = None
     error: str | None = None
     code: str | None = None
+    halt: bool = False
+    note: str | None = None
     duration_s: float = 0.0
 
 
@@ -54,7 +58,13 @@ class AgentResponse(BaseModel):
 
     @property
     def failed(self) -> OpResult | None:
+        """The op that failed (and stopped the request), or None."""
         return next((r for r in self.results if not r.ok), None)
+
+    @property
+    def halted(self) -> OpResult | None:
+        """The op that halted the request with nothing left to do, or None."""
+        return next((r for r in self.results if r.ok and r.halt), None)
 
 
 @cache

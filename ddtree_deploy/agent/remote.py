@@ -37,6 +37,11 @@ class OpFailed(Exception):
         self.code, self.data = code, data or {}
 
 
+class OpHalt(OpFailed):
+    """The op succeeded and nothing further is needed: later ops are skipped, the request
+    stays ok (see agent/host/wire.py)."""
+
+
 # --- pure helpers (also used by the controller) -------------------------------------
 
 
@@ -329,8 +334,8 @@ def _gpus():
 def op_check_plan(ctx, args):
     """Refuse before locking: wrong version, unfinished deploy, drift; or nothing to do.
 
-    `no_changes` is reported as a failure code on purpose: it stops the request before
-    the lock is taken, so an idempotent re-push costs one round trip.
+    Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
+    idempotent re-push costs one round trip.
     """
     facts = ctx.outputs["facts"]  # the facts op runs first in the same request
     held = facts["lock"]
@@ -365,7 +370,7 @@ def op_check_plan(ctx, args):
             "drift", "base files differ from the lock: " + ", ".join(drifted), {"files": states}
         )
     if all(st == "unchanged" for st in states.values()):
-        raise OpFailed("no_changes", "already at the target result hashes", {"files": states})
+        raise OpHalt("no_changes", "already at the target result hashes", {"files": states})
     return {"files": states}
 
 
@@ -890,6 +895,8 @@ def _run_ops(request):
         entry = {"op": op["op"], "ok": True, "data": None, "error": None, "code": None}
         try:
             entry["data"] = OPS[op["op"]](ctx, op.get("args", {}))
+        except OpHalt as exc:
+            entry.update(halt=True, note=str(exc), code=exc.code, data=exc.data)
         except OpFailed as exc:
             entry.update(ok=False, error=str(exc), code=exc.code, data=exc.data)
         except Exception as exc:  # noqa: BLE001 - anything else still comes back as data
@@ -904,7 +911,7 @@ def _run_ops(request):
         entry["duration_s"] = round(time.monotonic() - started, 4)
         ctx.outputs[op["op"]] = entry["data"]
         results.append(entry)
-        if not entry["ok"]:
+        if not entry["ok"] or entry.get("halt"):
             break
     return {"ok": all(r["ok"] for r in results), "results": results}
 

@@ -108,10 +108,10 @@ class HostRun:
                 continue  # never reached: an earlier op failed
             duration = sum(r.duration_s for r in results)
             failed = next((r for r in results if not r.ok), None)
+            halted = next((r for r in results if r.halt), None)
             if failed is None:
-                self.recorder.ok(stage, duration_s=duration)
-            elif failed.code == "no_changes":
-                self.recorder.ok(stage, failed.error or "", duration_s=duration)
+                note = halted.note or "" if halted is not None else ""
+                self.recorder.ok(stage, note, duration_s=duration)
             else:
                 self.recorder.fail(stage, failed.error or "failed", duration_s=duration)
         return response

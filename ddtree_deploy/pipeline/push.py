@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentResponse
+from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.pipeline.context import (
     HostResult,
@@ -66,10 +67,11 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     facts = pre.result("facts")
     if facts is None or not facts.ok:
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {_error(pre)}")
+    halted = pre.halted
+    if halted is not None and halted.code == Code.NO_CHANGES:
+        return run.result(Outcome.NO_CHANGES, "no changes", version_now=prepared.ref)
     failed = pre.failed
     if failed is not None:
-        if failed.code == "no_changes":
-            return run.result(Outcome.NO_CHANGES, "no changes", version_now=prepared.ref)
         lock = (failed.data or {}).get("lock")
         if failed.code == "locked" and facts.data["pending"] and holder_is_dead(lock):
             pending = facts.data["pending"][-1].get("deploy_id")

@@ -135,6 +135,7 @@ def test_agent_backs_up_installs_and_restores_the_serve_file_byte_for_byte(tmp_p
     assert serve_path.stat().st_mode & 0o777 == 0o640  # the operator's mode is kept
 
     answer = agent(state, facts, plan)  # now at the new flags: nothing to do
+    assert answer["ok"] and answer["results"][1]["halt"], answer  # halt, ok: not a failure
     assert answer["results"][1]["code"] == "no_changes"
 
     answer = agent(state, ("restore", {"deploy_id": "d1"}))
