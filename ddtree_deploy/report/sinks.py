@@ -7,6 +7,7 @@ import threading
 from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
 
 from ddtree_deploy.events import Event
 
@@ -27,7 +28,8 @@ class JsonLinesSink:
 
 
 class ConsoleSink:
-    """Human progress on stderr; `start` lines only when verbose."""
+    """Human progress on stderr; `start` lines only when verbose. Host, stage and message are
+    printed verbatim (markup escaped)."""
 
     def __init__(self, console: Console, verbose: bool = False):
         self._console = console
@@ -43,8 +45,9 @@ class ConsoleSink:
         style = _STYLE[event.event]
         with self._lock:
             self._console.print(
-                f"[bold]{event.host}[/] {event.stage:<10} [{style}]{event.event}[/]{took}"
-                + (f"  {event.message}" if event.message else ""),
+                f"[bold]{escape(event.host)}[/] {escape(f'{event.stage:<10}')} "
+                f"[{style}]{event.event}[/]{took}"
+                + (f"  {escape(event.message)}" if event.message else ""),
                 markup=True,
                 highlight=False,
                 soft_wrap=True,
