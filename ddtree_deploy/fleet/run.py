@@ -74,7 +74,7 @@ class _HostSession:
         started = time.monotonic()
         try:
             result = fn(self.run)
-        except Exception as exc:  # noqa: BLE001 - one host's bug must not kill the fleet
+        except Exception as exc:  # one host's bug must not kill the fleet
             result = self.run.result(
                 Outcome.NEEDS_ATTENTION, f"internal error: {type(exc).__name__}: {exc}"
             )
@@ -104,24 +104,6 @@ def summarise(recorder: HostRecorder, result: HostResult, duration_s: float, wav
             "wave": wave or None,
         },
     )
-
-
-def run_one(host: Host, fn: HostFn, run_id: str, sink: EventSink) -> HostResult:
-    """Open the host's transport, run fn, always close; bugs become a result, not a crash."""
-    session = _HostSession(host, run_id, sink)
-    try:
-        result = session.attempt(fn)
-    except BaseException:  # Ctrl-C: still hang up before leaving
-        session.transport.close()
-        raise
-    return session.finish(result)
-
-
-def run_hosts(
-    hosts: list[Host], fn: HostFn, run_id: str, sink: EventSink, parallel: int = 16
-) -> list[HostResult]:
-    """fn on every host, at most `parallel` at a time; results in host order."""
-    return run_rollout(hosts, fn, run_id, sink, RolloutPolicy(parallel=parallel)).results
 
 
 def run_rollout(

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 
 import paramiko
-from fabric import Config, Connection
+from fabric import Connection
 
 from ddtree_deploy.agent import agent_shell_line, packed_agent
 from ddtree_deploy.agent.remote import END
@@ -51,7 +51,6 @@ class SSHTransport(Transport):
             port=host.port,
             connect_kwargs=connect_kwargs,
             connect_timeout=host.connect_timeout_s,
-            config=Config(overrides={"run": {"in_stream": False}}),
         )
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         if known_hosts.is_file():
