@@ -10,6 +10,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+__all__ = [
+    "EVENT_SCHEMA_VERSION",
+    "STAGE_ORDER",
+    "Event",
+    "EventKind",
+    "EventSink",
+    "HostRecorder",
+    "StageRecord",
+]
+
 EVENT_SCHEMA_VERSION = 1
 
 # Order in which a push runs its stages; rollback/recover/smoke/status reuse the names.
