@@ -31,6 +31,7 @@ lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and m
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check ddtree_deploy tests smoke
 	$(PYTHON) -m ddtree_deploy.devtools.deps
+	$(PYTHON) -m mypy ddtree_deploy
 
 clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache

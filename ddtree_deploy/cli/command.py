@@ -13,7 +13,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec
 
 import typer
 from rich.text import Text
@@ -63,18 +63,18 @@ def _given_here(ctx: typer.Context, name: str) -> bool:
 def _wire(fn: CommandBody[P], shared: tuple[inspect.Parameter, ...]) -> Callable[..., None]:
     own = list(inspect.signature(fn, eval_str=True).parameters.values())[1:]  # after `run`
     names = {p.name for p in shared}
+    body: Callable[..., None] = fn
 
     @functools.wraps(fn)
-    def command(ctx: typer.Context, **values: object) -> None:
+    def command(ctx: typer.Context, **values: Any) -> None:
+        # `values` is what Typer parsed and converted by the parameters set below: the shared
+        # options (SharedOptions' fields), then the body's own options by its own names.
         given = {name for name in names if _given_here(ctx, name)}
-        shared_values = {n: values.pop(n) for n in names}
-        # Typer converted each value to its declared type: mypy cannot see that through **values.
-        options = SharedOptions(**shared_values)  # type: ignore[arg-type]
+        options = SharedOptions(**{name: values.pop(name) for name in names})
         run = context_of(ctx).overridden(options, given)
         ctx.obj = run
         try:
-            # The rest of `values` are the body's own options, named by its own signature.
-            fn(run, **values)  # type: ignore[arg-type]
+            body(run, **values)
         except ConfigError as exc:
             line = Text.assemble(("error:", "bold red"), f" {exc}")  # the message verbatim
             run.console.print(line, highlight=False, soft_wrap=True)

@@ -201,8 +201,9 @@ class _Rollout:
     def _undo(self, name: str) -> None:
         session = self.kept[name]
         done = self.results[name]
-        assert self.undo is not None
-        undone = session.attempt(lambda run: self.undo(run, done))  # type: ignore[misc]
+        undo = self.undo
+        assert undo is not None  # only hosts kept for an undo get here
+        undone = session.attempt(lambda run: undo(run, done))
         if undone.outcome in (Outcome.OK, Outcome.ROLLED_BACK):
             outcome = Outcome.ROLLED_BACK
             message = f"deployed, then rolled back: fleet stopped ({self.stopped})"

@@ -9,7 +9,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from ddtree_deploy.events import Event
+from ddtree_deploy.events import Event, EventSink
 
 _STYLE = {"ok": "green", "fail": "bold red", "skip": "dim", "info": "cyan", "start": "dim"}
 
@@ -55,7 +55,9 @@ class ConsoleSink:
 
 
 class FanoutSink:
-    def __init__(self, *sinks):
+    """Every event to each of `sinks` in turn (None entries are left out)."""
+
+    def __init__(self, *sinks: EventSink | None):
         self._sinks = [s for s in sinks if s is not None]
 
     def __call__(self, event: Event) -> None:
