@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ddtree_deploy.fleet import parse_shard, shard_items
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
@@ -23,7 +24,7 @@ InventoryOpt = Annotated[
     typer.Option(
         "--inventory",
         "-i",
-        help="Inventory TOML [env DDTREE_DEPLOY_INVENTORY, else inventories/default.toml].",
+        help=escape("Inventory TOML [env DDTREE_DEPLOY_INVENTORY, else inventories/default.toml]."),
     ),
 ]
 HostOpt = Annotated[list[str] | None, typer.Option("--host", "-H", help="Target host (repeat).")]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from .confirm import CONFIRM_ABOVE_HOSTS
 
@@ -27,7 +28,9 @@ StrictOpt = Annotated[
 ]
 PatchsetsDirOpt = Annotated[
     Path | None,
-    typer.Option("--patchsets-dir", help="Where patchsets live [env DDTREE_DEPLOY_PATCHSETS]."),
+    typer.Option(
+        "--patchsets-dir", help=escape("Where patchsets live [env DDTREE_DEPLOY_PATCHSETS].")
+    ),
 ]
 YesOpt = Annotated[
     bool,

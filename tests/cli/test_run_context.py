@@ -40,6 +40,10 @@ def probe_app(seen: list[RunContext]) -> typer.Typer:
     def show(run: RunContext, extra: int = 0) -> None:
         seen.append(run)
 
+    @probe.command()
+    def plain(ctx: typer.Context) -> None:
+        seen.append(ctx.obj)
+
     return probe
 
 
@@ -67,6 +71,18 @@ def test_after_the_command_name_wins_and_the_rest_is_kept():
     run = invoke_probe("--parallel", "2", "-H", "a", "show", "--parallel", "5")
     assert run.parallel == 5
     assert run.targets.hosts == ["a"]
+
+
+def test_the_root_callback_puts_the_run_context_on_ctx_obj():
+    run = invoke_probe("--json", "-i", "inv.toml", "plain")
+    assert isinstance(run, RunContext)
+    assert run.output.json_lines and str(run.targets.inventory) == "inv.toml"
+
+
+def test_help_shows_the_bracketed_env_hints():
+    done = CliRunner().invoke(app, ["push", "--help"], env={"COLUMNS": "250"})
+    assert "[env DDTREE_DEPLOY_INVENTORY, else inventories/default.toml]" in done.output
+    assert "[env DDTREE_DEPLOY_PATCHSETS]" in done.output
 
 
 def test_defaults_are_the_shared_option_defaults():
