@@ -108,23 +108,23 @@ class RunContext:
 
     @property
     def targets(self) -> Targets:
-        o = self.options
-        return Targets(o.inventory, o.host, o.group, o.all_hosts, o.limit, o.shard)
+        opts = self.options
+        selection = (opts.host, opts.group, opts.all_hosts, opts.limit, opts.shard)
+        return Targets(opts.inventory, *selection)
 
     @property
     def output(self) -> Output:
-        o = self.options
-        return Output(o.json_lines, o.junit, o.summary_file, o.verbose)
+        opts = self.options
+        return Output(opts.json_lines, opts.junit, opts.summary_file, opts.verbose)
 
     @property
     def parallel(self) -> int:
         return self.options.parallel
 
     def overridden(self, options: SharedOptions, given: set[str]) -> RunContext:
-        """This context with the options named in `given` taken from `options` (those the user
+        """This context with the fields named in `given` taken from `options` (those the user
         gave after the command name win over those given before it)."""
-        picked = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-        changes = {name: value for name, value in picked.items() if name in given}
+        changes = {name: getattr(options, name) for name in given}
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
 
