@@ -27,9 +27,11 @@ test-serving: install  ## DDTree on real sglang servers: lossless gate, flags, e
 test-fast: install
 	$(PYTHON) -m pytest -q -m "not slow and not hosts"
 
-lint:
+lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and mypy
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check ddtree_deploy tests smoke
+	$(PYTHON) -m ddtree_deploy.devtools.deps
+	$(PYTHON) -m mypy ddtree_deploy
 
 clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache

@@ -9,6 +9,16 @@ DeployError
     └── AgentError       the remote agent answered something we cannot read
 """
 
+__all__ = [
+    "AgentError",
+    "ConfigError",
+    "DeployError",
+    "HostKeyError",
+    "InventoryError",
+    "PatchsetError",
+    "TransportError",
+]
+
 
 class DeployError(Exception):
     """Base of every error ddtree-deploy raises on purpose."""

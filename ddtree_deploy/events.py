@@ -10,6 +10,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+__all__ = [
+    "EVENT_SCHEMA_VERSION",
+    "STAGE_ORDER",
+    "Event",
+    "EventKind",
+    "EventSink",
+    "HostRecorder",
+    "StageRecord",
+]
+
 EVENT_SCHEMA_VERSION = 1
 
 # Order in which a push runs its stages; rollback/recover/smoke/status reuse the names.
@@ -50,6 +60,8 @@ class Event(BaseModel):
 
 
 EventSink = Callable[[Event], None]
+# The `data` of an event: machine-readable details for CI (see docs/ci.md), or none.
+EventData = dict[str, Any] | None
 
 
 @dataclass
@@ -73,9 +85,15 @@ class HostRecorder:
     records: list[StageRecord] = field(default_factory=list)
     _started: dict[str, float] = field(default_factory=dict)
 
-    def _emit(self, stage: str, kind: EventKind, message: str = "", **extra: Any) -> None:
+    def _emit(
+        self,
+        stage: str,
+        kind: EventKind,
+        message: str = "",
+        duration_s: float | None = None,
+        data: EventData = None,
+    ) -> None:
         now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-        duration = extra.pop("duration_s", None)
         self.sink(
             Event(
                 ts=now,
@@ -83,9 +101,9 @@ class HostRecorder:
                 host=self.host,
                 stage=stage,
                 event=kind,
-                duration_s=None if duration is None else round(duration, 4),
+                duration_s=None if duration_s is None else round(duration_s, 4),
                 message=message,
-                data=extra.pop("data", None),
+                data=data,
             )
         )
 
@@ -93,21 +111,33 @@ class HostRecorder:
         self._started[stage] = time.monotonic()
         self._emit(stage, "start", message)
 
-    def _finish(self, stage: str, ok: bool, skipped: bool, message: str, duration_s, data) -> None:
+    def _finish(
+        self,
+        stage: str,
+        ok: bool,
+        skipped: bool,
+        message: str,
+        duration_s: float | None,
+        data: EventData,
+    ) -> None:
         if duration_s is None:
             duration_s = time.monotonic() - self._started.pop(stage, time.monotonic())
         self.records.append(StageRecord(stage, ok, skipped, round(duration_s, 4), message))
         kind: EventKind = "skip" if skipped else ("ok" if ok else "fail")
         self._emit(stage, kind, message, duration_s=duration_s, data=data)
 
-    def ok(self, stage: str, message: str = "", duration_s: float | None = None, data=None):
+    def ok(
+        self, stage: str, message: str = "", duration_s: float | None = None, data: EventData = None
+    ) -> None:
         self._finish(stage, True, False, message, duration_s, data)
 
-    def fail(self, stage: str, message: str, duration_s: float | None = None, data=None):
+    def fail(
+        self, stage: str, message: str, duration_s: float | None = None, data: EventData = None
+    ) -> None:
         self._finish(stage, False, False, message, duration_s, data)
 
     def skip(self, stage: str, message: str = "") -> None:
         self._finish(stage, True, True, message, 0.0, None)
 
-    def info(self, stage: str, message: str, data=None) -> None:
+    def info(self, stage: str, message: str, data: EventData = None) -> None:
         self._emit(stage, "info", message, data=data)

@@ -1,10 +1,12 @@
-"""The root Typer app: every command declared here, each documented in --help."""
+"""The root Typer app: the shared options (root callback) and every command, mounted here."""
 
 from __future__ import annotations
 
 import typer
 
-from . import deploy, inspect, patchsets
+from . import backups, hosts, patchsets, plan, push, recover, rollback, smoke, status
+from .command import host_command
+from .context import RunContext
 
 app = typer.Typer(
     name="ddtree-deploy",
@@ -17,12 +19,20 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-app.command()(deploy.push)
-app.command()(deploy.plan)
-app.command()(inspect.smoke)
-app.command()(deploy.rollback)
-app.command()(deploy.recover)
-app.command()(inspect.status)
-app.add_typer(inspect.hosts_app, name="hosts")
-app.add_typer(inspect.backups_app, name="backups")
+
+
+@app.callback()
+@host_command
+def root(run: RunContext) -> None:
+    """Shared options given before the command name; `host_command` puts them on ctx.obj."""
+
+
+app.command()(push.push)
+app.command()(plan.plan)
+app.command()(smoke.smoke)
+app.command()(rollback.rollback)
+app.command()(recover.recover)
+app.command()(status.status)
+app.add_typer(hosts.hosts_app, name="hosts")
+app.add_typer(backups.backups_app, name="backups")
 app.add_typer(patchsets.patchset_app, name="patchset")

@@ -17,8 +17,6 @@ from ddtree_deploy.fleet.run import (
     HostFn,
     RolloutPolicy,
     UndoFn,
-    run_hosts,
-    run_one,
     run_rollout,
 )
 
@@ -35,8 +33,6 @@ __all__ = [
     "parse_count",
     "parse_shard",
     "plan_waves",
-    "run_hosts",
-    "run_one",
     "run_rollout",
     "shard_items",
     "stop_reason",

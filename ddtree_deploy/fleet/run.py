@@ -74,7 +74,7 @@ class _HostSession:
         started = time.monotonic()
         try:
             result = fn(self.run)
-        except Exception as exc:  # noqa: BLE001 - one host's bug must not kill the fleet
+        except Exception as exc:  # one host's bug must not kill the fleet
             result = self.run.result(
                 Outcome.NEEDS_ATTENTION, f"internal error: {type(exc).__name__}: {exc}"
             )
@@ -104,24 +104,6 @@ def summarise(recorder: HostRecorder, result: HostResult, duration_s: float, wav
             "wave": wave or None,
         },
     )
-
-
-def run_one(host: Host, fn: HostFn, run_id: str, sink: EventSink) -> HostResult:
-    """Open the host's transport, run fn, always close; bugs become a result, not a crash."""
-    session = _HostSession(host, run_id, sink)
-    try:
-        result = session.attempt(fn)
-    except BaseException:  # Ctrl-C: still hang up before leaving
-        session.transport.close()
-        raise
-    return session.finish(result)
-
-
-def run_hosts(
-    hosts: list[Host], fn: HostFn, run_id: str, sink: EventSink, parallel: int = 16
-) -> list[HostResult]:
-    """fn on every host, at most `parallel` at a time; results in host order."""
-    return run_rollout(hosts, fn, run_id, sink, RolloutPolicy(parallel=parallel)).results
 
 
 def run_rollout(
@@ -219,8 +201,9 @@ class _Rollout:
     def _undo(self, name: str) -> None:
         session = self.kept[name]
         done = self.results[name]
-        assert self.undo is not None
-        undone = session.attempt(lambda run: self.undo(run, done))  # type: ignore[misc]
+        undo = self.undo
+        assert undo is not None  # only hosts kept for an undo get here
+        undone = session.attempt(lambda run: undo(run, done))
         if undone.outcome in (Outcome.OK, Outcome.ROLLED_BACK):
             outcome = Outcome.ROLLED_BACK
             message = f"deployed, then rolled back: fleet stopped ({self.stopped})"

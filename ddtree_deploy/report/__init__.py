@@ -16,7 +16,6 @@ from ddtree_deploy.report.tables import (
     plan_table,
     smoke_table,
     status_table,
-    summary_table,
 )
 
 __all__ = [
@@ -36,6 +35,5 @@ __all__ = [
     "facts_table",
     "junit_xml",
     "smoke_table",
-    "summary_table",
     "write_junit",
 ]

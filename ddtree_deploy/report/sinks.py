@@ -7,8 +7,9 @@ import threading
 from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
 
-from ddtree_deploy.events import Event
+from ddtree_deploy.events import Event, EventSink
 
 _STYLE = {"ok": "green", "fail": "bold red", "skip": "dim", "info": "cyan", "start": "dim"}
 
@@ -27,7 +28,8 @@ class JsonLinesSink:
 
 
 class ConsoleSink:
-    """Human progress on stderr; `start` lines only when verbose."""
+    """Human progress on stderr; `start` lines only when verbose. Host, stage and message are
+    printed verbatim (markup escaped)."""
 
     def __init__(self, console: Console, verbose: bool = False):
         self._console = console
@@ -43,8 +45,9 @@ class ConsoleSink:
         style = _STYLE[event.event]
         with self._lock:
             self._console.print(
-                f"[bold]{event.host}[/] {event.stage:<10} [{style}]{event.event}[/]{took}"
-                + (f"  {event.message}" if event.message else ""),
+                f"[bold]{escape(event.host)}[/] {escape(f'{event.stage:<10}')} "
+                f"[{style}]{event.event}[/]{took}"
+                + (f"  {escape(event.message)}" if event.message else ""),
                 markup=True,
                 highlight=False,
                 soft_wrap=True,
@@ -52,7 +55,9 @@ class ConsoleSink:
 
 
 class FanoutSink:
-    def __init__(self, *sinks):
+    """Every event to each of `sinks` in turn (None entries are left out)."""
+
+    def __init__(self, *sinks: EventSink | None):
         self._sinks = [s for s in sinks if s is not None]
 
     def __call__(self, event: Event) -> None:

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from ddtree_deploy.pipeline import HostResult, Outcome
 
-_STYLE = {
+# The Rich style of each outcome, wherever an outcome is shown to people.
+OUTCOME_STYLE = {
     Outcome.OK: "green",
     Outcome.NO_CHANGES: "green",
     Outcome.NOT_STARTED: "dim",
@@ -53,7 +54,7 @@ def fleet_table(title: str, results: list[HostResult], stopped: str | None = Non
     for r in results:
         cells = [
             escape(r.host),
-            f"[{_STYLE[r.outcome]}]{r.outcome.value}[/]",
+            f"[{OUTCOME_STYLE[r.outcome]}]{r.outcome.value}[/]",
             escape(version_label(r)),
             escape(str(r.details.get("wave") or "-")),
             f"{r.details.get('duration_s', 0):.1f}s",

@@ -1,63 +1,56 @@
-"""Rich tables for people: the per-host summary and the facts of `hosts check`."""
+"""Rich tables for people: the facts of `hosts check`, smoke, plan, status and backups.
+
+Every cell that carries host, inventory or remote text goes through `_plain` (markup escaped), so
+a message quoting code such as `out[b]` prints verbatim.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from ddtree_deploy.pipeline import HostResult, Outcome
-
-_OUTCOME_STYLE = {
-    Outcome.OK: "green",
-    Outcome.NO_CHANGES: "green",
-    Outcome.NOT_STARTED: "dim",
-    Outcome.ROLLED_BACK: "yellow",
-    Outcome.REFUSED: "red",
-    Outcome.NEEDS_ATTENTION: "bold red",
-    Outcome.LOCKED: "magenta",
-    Outcome.FAILED: "red",
-}
+from ddtree_deploy.pipeline import HostResult
+from ddtree_deploy.report.summary import OUTCOME_STYLE
 
 
-def summary_table(title: str, results: list[HostResult]) -> Table:
-    table = Table(title=title)
-    for col in ("host", "outcome", "version now", "duration", "message"):
-        table.add_column(col, overflow="fold")
-    for r in results:
-        style = _OUTCOME_STYLE[r.outcome]
-        table.add_row(
-            r.host,
-            f"[{style}]{r.outcome.value}[/]",
-            r.version_now or "-",
-            f"{r.details.get('duration_s', 0):.1f}s",
-            r.message,
-        )
-    return table
+def _plain(value: object) -> str:
+    """`value` as text with Rich markup escaped: shown as is."""
+    return escape(str(value))
 
 
 def facts_table(results: list[HostResult]) -> Table:
+    """One row per host: python, sglang, site-packages, free space, GPUs, lock, base files."""
     table = Table(title="hosts check")
     for col in ("host", "python", "sglang", "site-packages", "free", "gpus", "lock", "files"):
         table.add_column(col, overflow="fold")
     for r in results:
         f = r.details
         if "python" not in f:
-            table.add_row(r.host, "-", "-", "-", "-", "-", "-", f"[red]{r.message}[/]")
+            row = ("-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
+            table.add_row(_plain(r.host), *row)
             continue
         files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
         match = sum(1 for v in files.values() if v["sha256"] == v["record_sha256"])
         lock = f["lock"]["holder"] if f.get("lock") else "-"
         table.add_row(
-            r.host,
-            f["python"],
-            str(f["package_version"]),
-            str(f["site_packages"]),
+            _plain(r.host),
+            _plain(f["python"]),
+            _plain(f["package_version"]),
+            _plain(f["site_packages"]),
             f"{f['state_dir_free_bytes'] / 2**30:.1f} GiB",
             str(len(f["gpus"])),
-            lock,
+            _plain(lock),
             f"{match}/{len(files)} base files match RECORD" if files else "-",
         )
     return table
+
+
+def _suite_verdict(suite: dict[str, Any]) -> str:
+    if suite.get("skipped"):
+        return "[yellow]skipped[/]"
+    return "[green]passed[/]" if suite.get("passed") else "[red]FAILED[/]"
 
 
 def smoke_table(results: list[HostResult]) -> Table:
@@ -68,50 +61,46 @@ def smoke_table(results: list[HostResult]) -> Table:
     for r in results:
         suites = r.details.get("suites") or []
         if not suites:
-            style = _OUTCOME_STYLE[r.outcome]
-            table.add_row(r.host, "-", f"[{style}]{r.outcome.value}[/]", "-", "-", r.message)
+            style = OUTCOME_STYLE[r.outcome]
+            outcome = f"[{style}]{r.outcome.value}[/]"
+            table.add_row(_plain(r.host), "-", outcome, "-", "-", _plain(r.message))
         for s in suites:
             checks = s.get("checks") or []
             failed = [c for c in checks if not c.get("passed")]
-            verdict = (
-                "[yellow]skipped[/]"
-                if s.get("skipped")
-                else "[green]passed[/]"
-                if s.get("passed")
-                else "[red]FAILED[/]"
-            )
             details = "\n".join(f"{c['name']}: {c.get('detail', '')[:300]}" for c in failed)
             table.add_row(
-                r.host,
-                s.get("suite", "?"),
-                verdict,
+                _plain(r.host),
+                _plain(s.get("suite", "?")),
+                _suite_verdict(s),
                 f"{len(checks) - len(failed)}/{len(checks)}" if checks else "-",
                 f"{s.get('duration_s', 0):.2f}s",
-                escape(details or str(s.get("details", ""))[:400]),
+                _plain(details or str(s.get("details", ""))[:400]),
             )
     return table
 
 
 def plan_table(results: list[HostResult]) -> Table:
+    """One row per host x file: new, patched, unchanged, drifted, or the serve file's flags."""
     table = Table(title="plan")
     for col in ("host", "file", "action"):
         table.add_column(col, overflow="fold")
     for r in results:
         files = r.details.get("files") or {}
         if not files:
-            table.add_row(r.host, "-", f"[red]{r.message}[/]")
+            table.add_row(_plain(r.host), "-", f"[red]{_plain(r.message)}[/]")
         serve = r.details.get("serve") or {}
         for path, state in files.items():
             style = {"drifted": "red", "unchanged": "dim"}.get(state, "yellow")
-            action = f"[{style}]{state}[/]"
+            action = f"[{style}]{_plain(state)}[/]"
             if state == "flags":  # the serve file: which server flags change
                 changes = "; ".join(serve.get("changes") or []) or "rewrite (same flags)"
-                action = f"[yellow]flags[/] {escape(changes)}"
-            table.add_row(r.host, path, action)
+                action = f"[yellow]flags[/] {_plain(changes)}"
+            table.add_row(_plain(r.host), _plain(path), action)
     return table
 
 
 def status_table(results: list[HostResult]) -> Table:
+    """One row per host: sglang, deployed patchset, lock, backups, last journal entry, serve."""
     table = Table(title="status")
     columns = ("host", "sglang", "deployed", "lock", "backups", "last journal", "serve", "note")
     for col in columns:
@@ -119,27 +108,30 @@ def status_table(results: list[HostResult]) -> Table:
     for r in results:
         d = r.details
         if "journal" not in d:
-            table.add_row(r.host, "-", "-", "-", "-", "-", "-", f"[red]{r.message}[/]")
+            row = ("-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
+            table.add_row(_plain(r.host), *row)
             continue
         last = d["journal"][-1] if d["journal"] else {}
         table.add_row(
-            r.host,
-            str(d["package_version"]),
-            str(d["deployed"] or "-"),
-            d["lock"]["holder"] if d["lock"] else "-",
+            _plain(r.host),
+            _plain(d["package_version"]),
+            _plain(d["deployed"] or "-"),
+            _plain(d["lock"]["holder"] if d["lock"] else "-"),
             str(len(d["backups"])),
-            f"{last.get('state', '-')} {last.get('deploy_id', '')}",
-            escape(d.get("serving") or "-"),
-            r.message,
+            _plain(f"{last.get('state', '-')} {last.get('deploy_id', '')}"),
+            _plain(d.get("serving") or "-"),
+            _plain(r.message),
         )
     return table
 
 
 def backups_table(results: list[HostResult]) -> Table:
+    """One row per host x backup: deploy id, patchset, created."""
     table = Table(title="backups")
     for col in ("host", "deploy id", "patchset", "created"):
         table.add_column(col, overflow="fold")
     for r in results:
         for b in r.details.get("backups") or []:
-            table.add_row(r.host, b["deploy_id"], str(b["patchset"]), str(b["created"]))
+            cells = (r.host, b["deploy_id"], b["patchset"], b["created"])
+            table.add_row(*(_plain(c) for c in cells))
     return table

@@ -192,7 +192,7 @@ class StubState:
 
 def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # http.server's naming
             if self.path in ("/health", "/health_generate"):
                 self.send_json(200 if state.is_ready() else 503, {"ready": state.is_ready()})
             elif self.path in ("/server_info", "/get_server_info"):
@@ -200,7 +200,7 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             else:
                 self.send_json(404, {"error": f"no route {self.path}"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path != "/generate":
                 self.send_json(404, {"error": f"no route {self.path}"})
                 return

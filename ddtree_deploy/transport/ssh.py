@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 
 import paramiko
-from fabric import Config, Connection
+from fabric import Connection
 
 from ddtree_deploy.agent import agent_shell_line, packed_agent
 from ddtree_deploy.agent.remote import END
@@ -35,11 +35,12 @@ class SSHTransport(Transport):
         super().__init__(host)
         self._conn: Connection | None = None
         self._session: paramiko.Channel | None = None
-        self._stdout = None
+        self._stdout: paramiko.ChannelFile | None = None
 
     def _connect(self) -> paramiko.SSHClient:
         if self._conn is not None and self._conn.is_connected:
-            return self._conn.client
+            client: paramiko.SSHClient = self._conn.client  # Fabric has no type hints
+            return client
         host = self.host
         known_hosts = Path(os.path.expanduser(host.known_hosts or DEFAULT_KNOWN_HOSTS))
         connect_kwargs: dict[str, object] = {}
@@ -51,7 +52,6 @@ class SSHTransport(Transport):
             port=host.port,
             connect_kwargs=connect_kwargs,
             connect_timeout=host.connect_timeout_s,
-            config=Config(overrides={"run": {"in_stream": False}}),
         )
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         if known_hosts.is_file():
@@ -79,17 +79,20 @@ class SSHTransport(Transport):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conn = conn
         self.stats.connects += 1
-        return conn.client
+        opened: paramiko.SSHClient = conn.client
+        return opened
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
         try:
-            session = self._session or self._start_session()
+            if self._session is None or self._stdout is None:
+                self._session, self._stdout = self._start_session()
+            session, stdout = self._session, self._stdout
             session.sendall(payload)
             out = bytearray()
             while True:  # the answer ends with the END sentinel line
-                line = self._stdout.readline()
+                line = stdout.readline()
                 if not line:  # the agent died or the link broke mid-request
-                    return self._end_session(out)
+                    return self._end_session(session, out)
                 out += line
                 if line.rstrip(b"\r\n") == END_LINE:
                     return out.decode(errors="replace"), "", -1
@@ -97,17 +100,22 @@ class SSHTransport(Transport):
             self.close()
             raise TransportError(self.host.name, f"connection lost: {exc}") from None
 
-    def _start_session(self) -> paramiko.Channel:
-        """One agent process for every request of this command: 1 round trip per request."""
-        channel = self._connect().get_transport().open_session()
+    def _start_session(self) -> tuple[paramiko.Channel, paramiko.ChannelFile]:
+        """One agent process for every request of this command: 1 round trip per request.
+
+        Returns the channel and its stdout.
+        """
+        transport = self._connect().get_transport()
+        if transport is None:  # Paramiko's type allows it; a connected client always has one
+            raise TransportError(self.host.name, "connection lost: no SSH transport")
+        channel = transport.open_session()
         channel.exec_command(agent_shell_line(self.host.python))
         channel.sendall(packed_agent())
-        self._session, self._stdout = channel, channel.makefile("rb")
         self.stats.sessions += 1
-        return channel
+        return channel, channel.makefile("rb")
 
-    def _end_session(self, out: bytearray) -> tuple[str, str, int]:
-        channel, self._session = self._session, None
+    def _end_session(self, channel: paramiko.Channel, out: bytearray) -> tuple[str, str, int]:
+        self._session = None
         err = channel.makefile_stderr("rb").read()  # small: warnings, a traceback
         exit_code = channel.recv_exit_status()
         channel.close()

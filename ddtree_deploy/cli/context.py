@@ -1,0 +1,133 @@
+"""The run context every host command shares: its options, typed, and the console for people.
+
+`SharedOptions` is the one declaration of the shared options: each field is a Typer option
+(`Annotated`), and `cli.command` turns the fields into parameters of the root callback and of every
+host command. `RunContext` is what a command gets (and what sits on `ctx.obj`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ddtree_deploy.fleet import parse_shard, shard_items
+from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
+
+InventoryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--inventory",
+        "-i",
+        help=escape("Inventory TOML [env DDTREE_DEPLOY_INVENTORY, else inventories/default.toml]."),
+    ),
+]
+HostOpt = Annotated[list[str] | None, typer.Option("--host", "-H", help="Target host (repeat).")]
+GroupOpt = Annotated[list[str] | None, typer.Option("--group", "-g", help="Target group (repeat).")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Target every host of the inventory.")]
+LimitOpt = Annotated[
+    str | None, typer.Option("--limit", help="Keep only hosts matching these glob(s), comma-sep.")
+]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option("--shard", help="Only shard I of N (1-based) of the selection, round-robin: 2/4."),
+]
+ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, help="Hosts at a time.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="JSON Lines events on stdout; human output on stderr.")
+]
+JunitOpt = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")]
+SummaryFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--summary-file",
+        help='Append a Markdown summary table here (e.g. "$GITHUB_STEP_SUMMARY").',
+    ),
+]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show every stage start.")]
+
+
+@dataclass(frozen=True)
+class SharedOptions:
+    """The options of every host command, given before or after the command name."""
+
+    inventory: InventoryOpt = None
+    host: HostOpt = None
+    group: GroupOpt = None
+    all_hosts: AllOpt = False
+    limit: LimitOpt = None
+    shard: ShardOpt = None
+    parallel: ParallelOpt = 16
+    json_lines: JsonOpt = False
+    junit: JunitOpt = None
+    summary_file: SummaryFileOpt = None
+    verbose: VerboseOpt = False
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Which hosts a command acts on: inventory, -H/-g/--all, --limit, --shard."""
+
+    inventory: Path | None = None
+    hosts: list[str] | None = None
+    groups: list[str] | None = None
+    all_hosts: bool = False
+    limit: str | None = None
+    shard: str | None = None
+
+    def resolve(self) -> list[Host]:
+        """Selected hosts in inventory order, narrowed to --shard; raises ConfigError."""
+        inventory = load_inventory(self.inventory or default_inventory_path())
+        chosen = select_hosts(inventory, self.hosts, self.groups, self.all_hosts, self.limit)
+        if self.shard:
+            chosen = shard_items(chosen, *parse_shard(self.shard))
+        return chosen
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where results go besides the console: JSON Lines on stdout, JUnit, a Markdown summary."""
+
+    json_lines: bool = False
+    junit: Path | None = None
+    summary_file: Path | None = None
+    verbose: bool = False
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a command runs with: its shared options and the console for people (stderr)."""
+
+    console: Console
+    options: SharedOptions = SharedOptions()
+
+    @property
+    def targets(self) -> Targets:
+        opts = self.options
+        selection = (opts.host, opts.group, opts.all_hosts, opts.limit, opts.shard)
+        return Targets(opts.inventory, *selection)
+
+    @property
+    def output(self) -> Output:
+        opts = self.options
+        return Output(opts.json_lines, opts.junit, opts.summary_file, opts.verbose)
+
+    @property
+    def parallel(self) -> int:
+        return self.options.parallel
+
+    def overridden(self, options: SharedOptions, given: set[str]) -> RunContext:
+        """This context with the fields named in `given` taken from `options` (those the user
+        gave after the command name win over those given before it)."""
+        changes = {name: getattr(options, name) for name in given}
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
+
+
+def new_console() -> Console:
+    """The console for people: stderr, so stdout stays data."""
+    return Console(stderr=True)

@@ -1,0 +1,34 @@
+"""`hosts check`: reachability and facts of hosts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ddtree_deploy.pipeline import hosts_check
+from ddtree_deploy.report import facts_table
+
+from .choice import read_only_fn
+from .command import host_command
+from .context import RunContext
+from .options import PatchsetsDirOpt, StrictOpt
+from .rollout import run_and_exit
+
+hosts_app = typer.Typer(help="Reachability and facts of hosts.", no_args_is_help=True)
+
+
+@hosts_app.command("check")
+@host_command
+def check(
+    run: RunContext,
+    patchset: Annotated[
+        str | None, typer.Option("--patchset", "-p", help="Hash the files this patchset touches.")
+    ] = "ddtree",
+    patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
+) -> None:
+    """Connect to hosts and report python, sglang version, site-packages, hashes, GPUs, lock."""
+    hosts = run.targets.resolve()
+    fn = read_only_fn(hosts_check, patchset, patchsets_dir, strict)
+    run_and_exit(run, "hosts check", hosts, fn, table=facts_table)

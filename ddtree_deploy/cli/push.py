@@ -1,0 +1,105 @@
+"""`push`: deploy a patchset with every gate, in waves, rolling back by itself."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ddtree_deploy.fleet import RolloutPolicy, parse_batches, parse_count
+from ddtree_deploy.pipeline import (
+    PushOptions,
+    controller_holder,
+    per_host,
+    plan_host,
+    push_host,
+    rollback_host,
+)
+from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
+
+from .choice import load_choice
+from .command import host_command
+from .confirm import confirm_targets
+from .context import RunContext
+from .options import BreakLockOpt, NoRestartOpt, PatchsetOpt, PatchsetsDirOpt, StrictOpt, YesOpt
+from .rollout import run_and_exit
+
+CanaryOpt = Annotated[
+    int,
+    typer.Option("--canary", min=0, help="First N hosts alone; any failure stops the fleet."),
+]
+BatchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--batch",
+        help="Wave sizes after the canary: N, P% or a list like 1,5,25% (last one repeats).",
+    ),
+]
+MaxFailOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-fail",
+        help="Stop starting new hosts once more than N (or P%) hosts failed (default: no limit).",
+    ),
+]
+RollbackOnAbortOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rollback-on-abort/--no-rollback-on-abort",
+        help="After a stop, roll back every host this run deployed, so the fleet ends on "
+        "the version it started on.",
+    ),
+]
+
+
+@host_command
+def push(
+    run: RunContext,
+    patchset: PatchsetOpt = "ddtree",
+    patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
+    no_restart: NoRestartOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Same as `plan`.")] = False,
+    break_lock: BreakLockOpt = False,
+    keep_backups: Annotated[int, typer.Option("--keep-backups", min=1)] = 5,
+    lock_ttl_s: Annotated[float, typer.Option("--lock-ttl", help="Seconds.")] = 3600.0,
+    canary: CanaryOpt = 0,
+    batch: BatchOpt = None,
+    max_fail: MaxFailOpt = None,
+    rollback_on_abort: RollbackOnAbortOpt = True,
+    yes: YesOpt = False,
+) -> None:
+    """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
+
+    Any failure after the backup rolls the host back by itself (exit 1). Hosts go in waves:
+    --canary N alone first, then --batch sizes; once --max-fail is passed (or a canary
+    fails) no new host starts, and hosts this run deployed are rolled back.
+    """
+    hosts = run.targets.resolve()
+    choice = load_choice(patchset, patchsets_dir, strict)
+    policy = RolloutPolicy(
+        parallel=run.parallel,
+        canary=canary,
+        batches=parse_batches(batch) if batch else (),
+        max_fail=parse_count(max_fail) if max_fail is not None else None,
+        rollback_on_abort=rollback_on_abort,
+    )
+    if dry_run:
+        run_and_exit(run, f"plan {choice.label}", hosts, per_host(choice, plan_host))
+    confirm_targets(run.console, f"push {choice.label}", hosts, yes)
+    opts = PushOptions(
+        holder=controller_holder(),
+        restart=not no_restart,
+        lock_ttl_s=lock_ttl_s,
+        break_lock=break_lock,
+        keep_backups=keep_backups,
+        smoke_sources=load_smoke_sources(choice.suite_names, default_smoke_dir()),
+    )
+    run_and_exit(
+        run,
+        f"push {choice.label}",
+        hosts,
+        per_host(choice, lambda r, prepared: push_host(r, prepared, opts)),
+        policy=policy,
+        undo=lambda r, done: rollback_host(r, opts.holder, done.deploy_id, opts.restart),
+    )

@@ -1,0 +1,59 @@
+"""The one place that runs a command across hosts and turns the results into output + exit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+from rich.console import RenderableType
+from rich.text import Text
+
+from ddtree_deploy.fleet import HostFn, RolloutPolicy, UndoFn, run_rollout
+from ddtree_deploy.inventory import Host
+from ddtree_deploy.pipeline import HostResult, new_run_id
+from ddtree_deploy.report import (
+    FanoutSink,
+    JsonLinesSink,
+    append_summary,
+    fleet_table,
+    progress_sink,
+    summary_markdown,
+    write_junit,
+)
+
+from . import exit_codes
+from .context import RunContext
+
+Table = Callable[[list[HostResult]], RenderableType]
+
+
+def run_and_exit(
+    run: RunContext,
+    title: str,
+    hosts: list[Host],
+    fn: HostFn,
+    table: Table | None = None,
+    policy: RolloutPolicy | None = None,
+    undo: UndoFn | None = None,
+) -> None:
+    """Run fn across hosts per policy (default: --parallel at a time), print the summary, write
+    JUnit and the Markdown summary; raise typer.Exit with the documented code (the most urgent
+    host outcome wins)."""
+    console, out = run.console, run.output
+    policy = policy or RolloutPolicy(parallel=run.parallel)
+    with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:
+        sink = FanoutSink(JsonLinesSink() if out.json_lines else None, human)
+        fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo)
+    if not hosts:
+        console.print(Text(f"{title}: no hosts selected (empty shard): nothing to do"))
+    elif table is not None:
+        console.print(table(fleet.results))
+        if fleet.stopped:
+            console.print(Text.assemble(("stopped:", "bold red"), f" {fleet.stopped}"))
+    else:
+        console.print(fleet_table(title, fleet.results, fleet.stopped))
+    if out.junit:
+        write_junit(out.junit, title, fleet.results)
+    if out.summary_file:
+        append_summary(out.summary_file, summary_markdown(title, fleet.results, fleet.stopped))
+    raise typer.Exit(exit_codes.exit_code(fleet.results))

@@ -1,0 +1,31 @@
+"""`status`: what is deployed on each host, drift, lock, journal, backups."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ddtree_deploy.pipeline import status_host
+from ddtree_deploy.report import status_table
+
+from .choice import read_only_fn
+from .command import host_command
+from .context import RunContext
+from .options import PatchsetsDirOpt, StrictOpt
+from .rollout import run_and_exit
+
+
+@host_command
+def status(
+    run: RunContext,
+    patchset: Annotated[
+        str | None, typer.Option("--patchset", "-p", help="Also report drift against this.")
+    ] = None,
+    patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
+) -> None:
+    """Deployed patchset per host, drift, lock, last journal entries, backups."""
+    hosts = run.targets.resolve()
+    fn = read_only_fn(status_host, patchset, patchsets_dir, strict)
+    run_and_exit(run, "status", hosts, fn, table=status_table)

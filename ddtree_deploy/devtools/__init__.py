@@ -1,0 +1,1 @@
+"""Checks for developers and CI (`make lint`): never imported by the product."""
