@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
-SERVER_SUITE = Path(__file__).resolve().parents[2] / "smoke" / "server.py"
+from tests.support import SMOKE_DIR
+
+SERVER_SUITE = SMOKE_DIR / "server.py"
 GOOD_INFO = {"speculative_algorithm": "DDTREE", "speculative_ddtree_budget": 64}
 GOOD_META = {"completion_tokens": 16, "spec_verify_ct": 5, "spec_accept_length": 3.2}
 

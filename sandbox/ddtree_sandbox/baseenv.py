@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddtree_deploy.sandbox.torchvision_standin import (
+from ddtree_sandbox.torchvision_standin import (
     digest_torchvision_standin,
     write_torchvision_standin,
 )
