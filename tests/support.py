@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import tomli_w
+
 REPO = Path(__file__).resolve().parents[1]
 DDTREE_100 = REPO / "patchsets" / "ddtree" / "1.0.0"
 FAST_SUITES = ["integrity", "compile"]
@@ -57,21 +59,12 @@ def make_patchset(
     smoke["suites"] = FAST_SUITES if suites is None else suites
     smoke["after_restart"] = after_restart or []
     head = text.split("[smoke]")[0].replace('version = "1.0.0"', f'version = "{version}"', 1)
-    body = "\n".join(f"{k} = {_toml(v)}" for k, v in smoke.items())
-    (dest / "patchset.toml").write_text(f"{head}[smoke]\n{body}\n")
+    (dest / "patchset.toml").write_text(f"{head}{tomli_w.dumps({'smoke': smoke})}")
     if mutate:
         mutate(dest)
     if lock:
         write_lock(load_patchset(dest))
     return root / "patchsets"
-
-
-def _toml(value: object) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(f'"{v}"' for v in value) + "]"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
 
 
 def utils_file(patchset_root: Path) -> Path:
