@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "sandbox")]  # the checkout's product and test sandbox
 
 from ddtree_deploy.patchset.load import load_patchset  # noqa: E402
 from ddtree_deploy.patchset.materialize import materialize  # noqa: E402

@@ -11,6 +11,7 @@ not the editable checkout of the system site.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -93,6 +94,21 @@ def test_wheel_carries_the_smoke_suites_and_no_sandbox(installed):
     top_levels = {name.split("/")[0] for name in names}
     assert not any("sandbox" in name for name in names), sorted(top_levels)
     assert not any(name.startswith(("patchsets/", "tests/", "bench/")) for name in names)
+
+
+def test_the_product_never_imports_the_sandbox():
+    importers = []
+    for path in (REPO / "ddtree_deploy").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            if any(name.split(".")[0] == "ddtree_sandbox" for name in names):
+                importers.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not importers
 
 
 def test_installed_wheel_is_the_one_imported(installed):
