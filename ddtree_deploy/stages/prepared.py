@@ -156,9 +156,10 @@ def load_smoke_sources(
     names: tuple[str, ...] | list[str], smoke_dir: Traversable
 ) -> dict[str, str]:
     """Source of each suite script (+ `_*.py` helpers); raises ConfigError for unknown ones."""
+    entries = smoke_dir.iterdir() if smoke_dir.is_dir() else ()  # a missing dir knows none
     scripts = {
         entry.name: entry
-        for entry in smoke_dir.iterdir()
+        for entry in entries
         if entry.name.endswith(".py") and entry.name not in NOT_SHIPPED and entry.is_file()
     }
     sources = {
