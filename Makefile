@@ -5,18 +5,18 @@ export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
 
 .PHONY: install deps demo demo-down test test-fast test-serving lint bench soak faults clean
 
-install: deps  ## the tool and its test deps into the current python
-	$(PYTHON) -m pip install -q -e '.[test]'
+install: deps  ## the tool, its test deps and the test sandbox (sandbox/) into the current python
+	$(PYTHON) -m pip install -q -e '.[test]' -e ./sandbox
 
 deps:  ## openssh-server for the sandbox hosts (root, Debian/Ubuntu)
 	@[ -x /usr/sbin/sshd ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq openssh-server >/dev/null; }
 
 demo: install  ## sandbox hosts (real sshd), then push -> status -> broken push (auto rollback) -> rollback
-	$(PYTHON) -m ddtree_deploy.sandbox demo --workdir $(SANDBOX)
+	$(PYTHON) -m ddtree_sandbox demo --workdir $(SANDBOX)
 
 demo-down:
-	$(PYTHON) -m ddtree_deploy.sandbox down --workdir $(SANDBOX)
+	$(PYTHON) -m ddtree_sandbox down --workdir $(SANDBOX)
 
 test: install lint  ## the whole suite: unit tests and real-sshd host tests
 	$(PYTHON) -m pytest -q -m "not slow"
@@ -29,7 +29,7 @@ test-fast: install
 
 lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and mypy
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m ruff format --check ddtree_deploy tests smoke
+	$(PYTHON) -m ruff format --check ddtree_deploy sandbox tests
 	$(PYTHON) -m ddtree_deploy.devtools.deps
 	$(PYTHON) -m mypy ddtree_deploy
 

@@ -32,15 +32,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "sandbox")]  # the checkout's product and test sandbox
 
 from ddtree_deploy.patchset.load import load_patchset  # noqa: E402
 from ddtree_deploy.patchset.materialize import materialize  # noqa: E402
-from ddtree_deploy.sandbox.baseenv import BaseEnv, ensure_base_env  # noqa: E402
-from ddtree_deploy.sandbox.cpu_adapt import IGNORE_TREE_MASK_FLAG  # noqa: E402
-from ddtree_deploy.sandbox.hosts import make_host_venv  # noqa: E402
-from ddtree_deploy.sandbox.models import ModelSet, ensure_models  # noqa: E402
-from ddtree_deploy.sandbox.serving import (  # noqa: E402
+from ddtree_sandbox.baseenv import BaseEnv, ensure_base_env  # noqa: E402
+from ddtree_sandbox.cpu_adapt import IGNORE_TREE_MASK_FLAG  # noqa: E402
+from ddtree_sandbox.hosts import make_host_venv  # noqa: E402
+from ddtree_sandbox.models import ModelSet, ensure_models  # noqa: E402
+from ddtree_sandbox.serving import (  # noqa: E402
     SERVE_ENV,
     base_launch_args,
     ddtree_args,

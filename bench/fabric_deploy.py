@@ -64,7 +64,7 @@ def main() -> int:
     def worker(host: dict) -> None:
         try:
             deploy_host(plan, host)
-        except Exception as exc:  # noqa: BLE001 - report every host, then fail
+        except Exception as exc:  # report every host, then fail
             errors[host["name"]] = f"{type(exc).__name__}: {exc}"
 
     threads = [threading.Thread(target=worker, args=(host,)) for host in plan["hosts"]]

@@ -19,9 +19,9 @@ from latency_proxy import DelayProxy
 
 from ddtree_deploy.agent.remote import apply_unified_diff
 from ddtree_deploy.patchset import load_patchset
-from ddtree_deploy.sandbox import Sandbox, SandboxHost, start_sandbox
-from ddtree_deploy.sandbox.inventory_file import render_toml
 from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
+from ddtree_sandbox import Sandbox, SandboxHost, start_sandbox
+from ddtree_sandbox.inventory_file import render_toml
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent

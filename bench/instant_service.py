@@ -55,7 +55,7 @@ def is_broken(config: dict) -> bool:
 class Handler(BaseHTTPRequestHandler):
     status_code = 200
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_GET(self) -> None:  # the name http.server calls
         body = b"ok\n" if self.status_code == 200 else b"broken\n"
         self.send_response(self.status_code)
         self.send_header("Content-Length", str(len(body)))

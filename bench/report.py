@@ -14,7 +14,7 @@ STAGE_GROUPS_A = 5  # preflight, backup+journal, install+compile, restart+health
 METHOD = """\
 ## How it was measured
 
-- **Hosts**: `ddtree_deploy.sandbox` hosts: real OpenSSH servers (root, own mount namespace,
+- **Hosts**: `ddtree_sandbox` hosts: real OpenSSH servers (root, own mount namespace,
   real sglang 0.5.13.post1 in `/srv/venv`), all on this one machine. Hosts are reset to the
   pristine sglang files (and bytecode removed) before every timed run, so every run backs up,
   uploads, verifies, compiles and restarts for real. Each run is a fresh process of the tool.

@@ -27,7 +27,7 @@ def base_env():
     reason = sandbox_skip_reason()
     if reason:
         pytest.skip(reason)
-    from ddtree_deploy.sandbox import ensure_base_env
+    from ddtree_sandbox import ensure_base_env
 
     return ensure_base_env()
 
@@ -36,7 +36,7 @@ def base_env():
 def sandbox_factory(base_env, tmp_path_factory) -> Iterator[Callable[..., object]]:
     """Start sandboxes with ``sandbox_factory(count, **start_sandbox_kwargs)``; all are stopped
     at teardown. Addresses are picked free (``first_octet=None``) unless given."""
-    from ddtree_deploy.sandbox import start_sandbox
+    from ddtree_sandbox import start_sandbox
 
     started = []
 

@@ -1,7 +1,9 @@
-"""Helpers shared by tests: run the real CLI, build patchset variants in a temp dir."""
+"""Helpers shared by tests: run the real CLI, build patchset variants in a temp dir, load
+a payload file or a smoke script as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -9,16 +11,21 @@ import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+
+import tomli_w
 
 REPO = Path(__file__).resolve().parents[1]
 DDTREE_100 = REPO / "patchsets" / "ddtree" / "1.0.0"
 FAST_SUITES = ["integrity", "compile"]
+SMOKE_DIR = REPO / "ddtree_deploy" / "smoke"
 
 
 def run_cli(
-    *args: str, env: dict | None = None, timeout: float = 600
+    *args: str, env: dict | None = None, timeout: float = 600, cwd: Path = REPO
 ) -> subprocess.CompletedProcess:
-    """`python -m ddtree_deploy ARGS` in a real process; stdout/stderr captured as text."""
+    """`python -m ddtree_deploy ARGS` in a real process (in `cwd`, default the checkout);
+    stdout/stderr captured as text."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ddtree_deploy", *args],
@@ -26,7 +33,7 @@ def run_cli(
         text=True,
         env=full_env,
         timeout=timeout,
-        cwd=REPO,
+        cwd=cwd,
     )
 
 
@@ -52,8 +59,7 @@ def make_patchset(
     smoke["suites"] = FAST_SUITES if suites is None else suites
     smoke["after_restart"] = after_restart or []
     head = text.split("[smoke]")[0].replace('version = "1.0.0"', f'version = "{version}"', 1)
-    body = "\n".join(f"{k} = {_toml(v)}" for k, v in smoke.items())
-    (dest / "patchset.toml").write_text(f"{head}[smoke]\n{body}\n")
+    (dest / "patchset.toml").write_text(f"{head}{tomli_w.dumps({'smoke': smoke})}")
     if mutate:
         mutate(dest)
     if lock:
@@ -61,13 +67,24 @@ def make_patchset(
     return root / "patchsets"
 
 
-def _toml(value: object) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(f'"{v}"' for v in value) + "]"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
-
-
 def utils_file(patchset_root: Path) -> Path:
     return patchset_root / "files" / "sglang" / "srt" / "speculative" / "ddtree_utils.py"
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """Return the module at `path`, registered under `name` (dataclasses need that)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def load_smoke_script(name: str, script: str) -> ModuleType:
+    """Return smoke script `script` (e.g. "gpu.py") as module `name`, importing its `_*.py`
+    helpers from beside it as a host does."""
+    if str(SMOKE_DIR) not in sys.path:
+        sys.path.append(str(SMOKE_DIR))
+    return load_module(name, SMOKE_DIR / script)

@@ -5,7 +5,9 @@ from ddtree_deploy.patchset.load import (
     default_patchsets_dir,
     list_patchsets,
     load_patchset,
+    parse_patchset,
     resolve_patchset,
+    version_key,
 )
 from ddtree_deploy.patchset.lock import build_lock, check_sources, verify_patchset, write_lock
 from ddtree_deploy.patchset.models import FileEntry, LockedFile, PatchsetLock, PatchsetSpec
@@ -21,7 +23,9 @@ __all__ = [
     "default_patchsets_dir",
     "list_patchsets",
     "load_patchset",
+    "parse_patchset",
     "resolve_patchset",
     "verify_patchset",
+    "version_key",
     "write_lock",
 ]

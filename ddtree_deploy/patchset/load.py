@@ -7,13 +7,16 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from packaging.version import Version
 from pydantic import ValidationError
 
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset.models import PatchsetLock, PatchsetSpec
 
 ENV_VAR = "DDTREE_DEPLOY_PATCHSETS"
+PROJECT_NAME = "ddtree-deploy"  # the checkout whose patchsets/ is found from the cwd
 LOCK_NAME = "patchset.lock.json"
 SPEC_NAME = "patchset.toml"
 
@@ -41,24 +44,44 @@ class Patchset:
         return self.lock
 
 
-def default_patchsets_dir() -> Path:
-    """$DDTREE_DEPLOY_PATCHSETS, else ./patchsets, else the one beside this package."""
+def default_patchsets_dir(cwd: Path | None = None) -> Path:
+    """Return where patchsets live when ``--patchsets-dir`` is not given.
+
+    ``$DDTREE_DEPLOY_PATCHSETS``, else the ``patchsets/`` of the ddtree-deploy checkout
+    holding ``cwd`` (default: the current directory) or one of its parents. Raises
+    PatchsetError naming all three ways when neither is there.
+    """
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
-    here = Path("patchsets")
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[2] / "patchsets"
+    start = (cwd or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "patchsets").is_dir() and _names_this_project(folder / "pyproject.toml"):
+            return folder / "patchsets"
+    raise PatchsetError(
+        f"no patchsets directory: pass --patchsets-dir DIR, set ${ENV_VAR}, or run inside a "
+        f"ddtree-deploy checkout (a folder with patchsets/ and a pyproject.toml naming "
+        f"{PROJECT_NAME}; looked upward from {start})"
+    )
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.replace("-", ".").split("."))
+def _names_this_project(pyproject: Path) -> bool:
+    """Return whether ``pyproject`` exists and its [project] name is ddtree-deploy."""
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return data.get("project", {}).get("name") == PROJECT_NAME
+
+
+def version_key(version: str) -> Version:
+    """Return the PEP 440 sort key of a patchset version (1.0.0-rc1 < 1.0.0 < 1.0.0+hotfix)."""
+    return Version(version)
 
 
 def list_patchsets(base: Path) -> list[Patchset]:
     """Every patchset under base/NAME/VERSION, sorted by name then version."""
     found = [load_patchset(spec.parent) for spec in sorted(base.glob(f"*/*/{SPEC_NAME}"))]
-    return sorted(found, key=lambda p: (p.spec.name, _version_key(p.spec.version)))
+    return sorted(found, key=lambda p: (p.spec.name, version_key(p.spec.version)))
 
 
 def resolve_patchset(base: Path, ref: str) -> Patchset:
@@ -79,11 +102,25 @@ def load_patchset(root: Path) -> Patchset:
     """Load patchset.toml (+ lock); raise PatchsetError naming the file and key."""
     spec_path = root / SPEC_NAME
     try:
-        raw = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+        text = spec_path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PatchsetError(f"{spec_path}: not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise PatchsetError(f"{spec_path}: cannot parse: {exc}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PatchsetError(f"{spec_path}: cannot parse: {exc}") from None
+    spec = parse_patchset(raw, spec_path)
+    return Patchset(root=root, spec=spec, lock=_load_lock(root / LOCK_NAME))
+
+
+def parse_patchset(raw: dict[str, Any], spec_path: Path) -> PatchsetSpec:
+    """Return the spec in ``raw`` (parsed patchset.toml found at ``spec_path``); no I/O.
+
+    Raises PatchsetError naming ``spec_path`` and the bad key, or the NAME/VERSION folder
+    the spec should live in when it lives elsewhere.
+    """
     try:
         spec = PatchsetSpec.model_validate(raw)
     except ValidationError as exc:
@@ -91,11 +128,12 @@ def load_patchset(root: Path) -> Patchset:
         key = ".".join(str(p) for p in err["loc"]) or "?"
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         raise PatchsetError(f"{spec_path}: key {key!r}: {msg}") from None
+    root = spec_path.parent
     if (root.parent.name, root.name) != (spec.name, spec.version):
         raise PatchsetError(
             f"{spec_path}: declares {spec.ref} but lives in {root.parent.name}/{root.name}"
         )
-    return Patchset(root=root, spec=spec, lock=_load_lock(root / LOCK_NAME))
+    return spec
 
 
 def _load_lock(path: Path) -> PatchsetLock | None:

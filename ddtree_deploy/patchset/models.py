@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
@@ -166,6 +167,15 @@ class PatchsetSpec(_Strict):
     smoke: SmokeConfig = SmokeConfig()
     serve: ServeConfig | None = None
     lossless: LosslessConfig | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        try:
+            Version(value)  # `name` alone picks the highest version: it must be orderable
+        except InvalidVersion:
+            raise ValueError(f"{value!r} is not a PEP 440 version") from None
+        return value
 
     @model_validator(mode="after")
     def _files(self) -> PatchsetSpec:

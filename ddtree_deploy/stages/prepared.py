@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -137,24 +140,37 @@ def load_references(patchset: Patchset) -> tuple[dict[str, Any], ...]:
     return tuple(found)
 
 
-def default_smoke_dir() -> Path:
-    import os
-
+def default_smoke_dir() -> Traversable:
+    """Return where the smoke suites are: ``$DDTREE_DEPLOY_SMOKE_DIR``, else the package data
+    ``ddtree_deploy/smoke/`` (a plain directory in a wheel or a checkout)."""
     if os.environ.get(SMOKE_ENV):
         return Path(os.environ[SMOKE_ENV])
-    return Path(__file__).resolve().parents[2] / "smoke"
+    return files("ddtree_deploy.smoke")
 
 
 SUPPORT_PREFIX = "_"  # smoke/_*.py are helpers shipped beside every suite, not suites
+NOT_SHIPPED = ("__init__.py",)  # makes smoke/ a package for the wheel; no host needs it
 
 
-def load_smoke_sources(names: tuple[str, ...] | list[str], smoke_dir: Path) -> dict[str, str]:
+def load_smoke_sources(
+    names: tuple[str, ...] | list[str], smoke_dir: Traversable
+) -> dict[str, str]:
     """Source of each suite script (+ `_*.py` helpers); raises ConfigError for unknown ones."""
-    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(smoke_dir.glob("_*.py"))}
+    entries = smoke_dir.iterdir() if smoke_dir.is_dir() else ()  # a missing dir knows none
+    scripts = {
+        entry.name: entry
+        for entry in entries
+        if entry.name.endswith(".py") and entry.name not in NOT_SHIPPED and entry.is_file()
+    }
+    sources = {
+        name: scripts[name].read_text(encoding="utf-8")
+        for name in sorted(scripts)
+        if name.startswith(SUPPORT_PREFIX)
+    }
     for name in names:
-        path = smoke_dir / f"{name}.py"
-        if name.startswith(SUPPORT_PREFIX) or not name.isidentifier() or not path.is_file():
-            known = sorted(p.stem for p in smoke_dir.glob("*.py") if not p.stem.startswith("_"))
+        script = scripts.get(f"{name}.py")
+        if name.startswith(SUPPORT_PREFIX) or not name.isidentifier() or script is None:
+            known = sorted(n[:-3] for n in scripts if not n.startswith(SUPPORT_PREFIX))
             raise ConfigError(f"{smoke_dir}: unknown smoke suite {name!r} (known: {known})")
-        sources[name] = path.read_text(encoding="utf-8")
+        sources[name] = script.read_text(encoding="utf-8")
     return sources

@@ -1,35 +1,22 @@
-"""Unit tests for the DDTree payload (ddtree_utils.py) and the gate in smoke/ddtree.py."""
+"""Unit tests for the DDTree payload (ddtree_utils.py) and its smoke gate (smoke/ddtree.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import itertools
 import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-UTILS_PATH = REPO_ROOT / "patchsets/ddtree/1.0.0/files/sglang/srt/speculative/ddtree_utils.py"
-SMOKE_DIR = REPO_ROOT / "smoke"
+from tests.support import DDTREE_100, SMOKE_DIR, load_module, load_smoke_script
+
+UTILS_PATH = DDTREE_100 / "files/sglang/srt/speculative/ddtree_utils.py"
 SEED_LOGITS = [[5.0, 4.0, 1.0], [4.0, 2.0, 1.0]]
-
-
-def load_module(name: str, path: Path) -> ModuleType:
-    """Return the module at `path`, registered under `name` (dataclasses need that)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +27,8 @@ def ddtree_utils() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def smoke_ddtree() -> ModuleType:
-    """smoke/ddtree.py as a module, for its check functions."""
-    return load_module("_smoke_ddtree", SMOKE_DIR / "ddtree.py")
+    """ddtree_deploy/smoke/ddtree.py as a module, for its check functions."""
+    return load_smoke_script("_smoke_ddtree", "ddtree.py")
 
 
 # ---------------------------------------------------------------- references
@@ -370,14 +357,18 @@ def test_smoke_suite_fails_with_a_broken_builder(ddtree_utils, smoke_ddtree) -> 
         return corrupt(tree, parents=[*tree.parents[:-1], 0])
 
     broken.build_ddtree_tree_from_logits = build_wrong_parent
-    results = {c["name"]: c for c in smoke_ddtree.run_checks(broken, with_registration=False)}
+    suite = smoke_ddtree.Suite("ddtree", request={})
+    results = {
+        c["name"]: c for c in smoke_ddtree.run_checks(suite, broken, with_registration=False)
+    }
     assert not results["seed"]["passed"]
     assert not results["random_topology"]["passed"]
     assert not results["large_vocab"]["passed"]
 
 
 def test_smoke_suite_passes_on_payload(ddtree_utils, smoke_ddtree) -> None:
-    results = smoke_ddtree.run_checks(ddtree_utils, with_registration=False)
+    suite = smoke_ddtree.Suite("ddtree", request={})
+    results = smoke_ddtree.run_checks(suite, ddtree_utils, with_registration=False)
     assert all(c["passed"] for c in results), results
     assert "ms" in next(c for c in results if c["name"] == "large_vocab")["detail"]
 

@@ -9,28 +9,12 @@ the committed tokens at their positions. Sampling is checked to be lossless.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 import torch
 
-PAYLOAD = (
-    Path(__file__).resolve().parents[2] / "patchsets/ddtree/1.1.0/files/sglang/srt/speculative"
-)
+from tests.support import REPO, load_module, load_smoke_script
 
-
-def load_module(name: str, path: Path) -> ModuleType:
-    """Return the module at `path`, registered under `name` (dataclasses need that)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+PAYLOAD = REPO / "patchsets/ddtree/1.1.0/files/sglang/srt/speculative"
 
 
 tree_utils = load_module("_payload110_ddtree_utils", PAYLOAD / "ddtree_utils.py")
@@ -343,9 +327,7 @@ def test_restrictions_name_each_unsupported_setting() -> None:
 
 def test_gpu_suite_worker_check_runs_on_cpu() -> None:
     """smoke/gpu.py's worker check, driven with the CPU as the 'device' (CUDA on a GPU host)."""
-    gpu_suite = load_module(
-        "_smoke_gpu_suite", Path(__file__).resolve().parents[2] / "smoke/gpu.py"
-    )
+    gpu_suite = load_smoke_script("_smoke_gpu_suite", "gpu.py")
     passed, detail = gpu_suite.check_worker_logic_matches(wu, tree_utils, torch.device("cpu"))
     assert passed, detail
     assert "width 65 equal" in detail and "tree builds" in detail

@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-from ddtree_deploy.sandbox.processes import find_children, read_cmdline
+from ddtree_sandbox.processes import find_children, read_cmdline
 
 HOST_PYTHON = "/srv/venv/bin/python"
 SITE = "/srv/venv/lib/python3.11/site-packages"

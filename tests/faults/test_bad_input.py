@@ -208,7 +208,7 @@ def _state_digest(host) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def corpus_sandbox(base_env, tmp_path_factory):
-    from ddtree_deploy.sandbox import start_sandbox
+    from ddtree_sandbox import start_sandbox
 
     sandbox = start_sandbox(tmp_path_factory.mktemp("corpus"), 1, first_octet=None,
                             base_env=base_env, service="stub")  # fmt: skip

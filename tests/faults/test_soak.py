@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ddtree_deploy.cli import app
-from ddtree_deploy.sandbox.processes import find_children, read_cmdline
+from ddtree_sandbox.processes import find_children, read_cmdline
 from tests.faults.hostside import _mount_ns
 from tests.support import make_patchset
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_deploy.events import EVENT_SCHEMA_VERSION, STAGE_ORDER, Event
-from ddtree_deploy.sandbox.inventory_file import render_toml
+from ddtree_sandbox.inventory_file import render_toml
 from tests.support import make_patchset, run_cli
 
 PATCHED = "sglang/srt/speculative/ddtree_utils.py"

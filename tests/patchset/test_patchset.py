@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 
 import pytest
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset import check_sources, load_patchset, verify_patchset
-from tests.support import DDTREE_100, make_patchset, run_cli, utils_file
+from ddtree_deploy.patchset import (
+    check_sources,
+    default_patchsets_dir,
+    list_patchsets,
+    load_patchset,
+    parse_patchset,
+    resolve_patchset,
+    verify_patchset,
+)
+from tests.support import DDTREE_100, REPO, make_patchset, run_cli, utils_file
 
 PATH = "sglang/srt/speculative/ddtree_utils.py"
 
@@ -140,3 +149,44 @@ def test_lossless_references_are_locked_like_the_code(tmp_path):
     ref.write_text(json.dumps(data))
     with pytest.raises(PatchsetError, match=re.escape(f"{ref}: lossless reference changed")):
         check_sources(load_patchset(root))
+
+
+def test_highest_version_is_picked_by_pep_440_order(tmp_path):
+    """`-p ddtree` takes the release over its candidate, and a local hotfix over both."""
+    for version in ("1.0.0", "1.0.0-rc1", "1.0.0+hotfix", "0.9.0"):
+        patchsets = make_patchset(tmp_path, version=version, lock=False)
+    found = [p.spec.version for p in list_patchsets(patchsets)]
+    assert found == ["0.9.0", "1.0.0-rc1", "1.0.0", "1.0.0+hotfix"]
+    assert resolve_patchset(patchsets, "ddtree").spec.version == "1.0.0+hotfix"
+
+
+def test_a_version_that_cannot_be_ordered_is_refused(tmp_path):
+    spec = tomllib.loads((DDTREE_100 / "patchset.toml").read_text()) | {"version": "1.0.0-foo"}
+    with pytest.raises(PatchsetError, match="key 'version'.*not a PEP 440 version"):
+        parse_patchset(spec, tmp_path / "ddtree" / "1.0.0-foo" / "patchset.toml")
+
+
+def test_parse_patchset_names_the_folder_it_should_live_in(tmp_path):
+    spec = tomllib.loads((DDTREE_100 / "patchset.toml").read_text())
+    with pytest.raises(PatchsetError, match="declares ddtree@1.0.0 but lives in ddtree/9.9.9"):
+        parse_patchset(spec, tmp_path / "ddtree" / "9.9.9" / "patchset.toml")
+
+
+def test_patchsets_dir_comes_from_the_env_then_the_checkout_above_the_cwd(tmp_path, monkeypatch):
+    monkeypatch.delenv("DDTREE_DEPLOY_PATCHSETS", raising=False)
+    nested = REPO / "docs"
+    assert default_patchsets_dir(nested) == REPO / "patchsets"
+    monkeypatch.setenv("DDTREE_DEPLOY_PATCHSETS", str(tmp_path))
+    assert default_patchsets_dir(nested) == tmp_path
+
+
+def test_no_patchsets_dir_names_all_three_ways(tmp_path, monkeypatch):
+    monkeypatch.delenv("DDTREE_DEPLOY_PATCHSETS", raising=False)
+    (tmp_path / "patchsets").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "someone-else"\n')
+    with pytest.raises(PatchsetError) as raised:
+        default_patchsets_dir(tmp_path)
+    assert all(way in str(raised.value) for way in ("--patchsets-dir", "DDTREE_DEPLOY_PATCHSETS"))
+    assert "ddtree-deploy checkout" in str(raised.value)
+    done = run_cli("patchset", "list", env={"DDTREE_DEPLOY_PATCHSETS": ""}, cwd=tmp_path)
+    assert done.returncode == 2 and "--patchsets-dir" in done.stderr

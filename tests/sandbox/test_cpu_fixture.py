@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_deploy.sandbox.baseenv import SYSTEM_PYTHON
-from ddtree_deploy.sandbox.cpu_adapt import ENV_FLAG, MODULE_NAME, PTH_NAME
-from ddtree_deploy.sandbox.models import DEFAULT_RECIPE, MAKE_MODELS, MODEL_KINDS, ensure_models
+from ddtree_sandbox.baseenv import SYSTEM_PYTHON
+from ddtree_sandbox.cpu_adapt import ENV_FLAG, MODULE_NAME, PTH_NAME
+from ddtree_sandbox.models import DEFAULT_RECIPE, MAKE_MODELS, MODEL_KINDS, ensure_models
 
-CPU_ADAPT_FILE = Path(__file__).parents[2] / "ddtree_deploy" / "sandbox" / "cpu_adapt.py"
+CPU_ADAPT_FILE = Path(__file__).parents[2] / "sandbox" / "ddtree_sandbox" / "cpu_adapt.py"
 PATCHSET_DIR = Path(__file__).parents[2] / "patchsets" / "ddtree" / "1.1.0"
 
 
@@ -90,7 +90,7 @@ def make_patched_venv(base_env, venv: Path) -> Path:
     """Lay out a host-like venv (as _prepare_hostdir does) with ddtree 1.1.0 applied."""
     from ddtree_deploy.patchset.load import load_patchset
     from ddtree_deploy.patchset.materialize import materialize
-    from ddtree_deploy.sandbox.hosts import make_host_venv
+    from ddtree_sandbox.hosts import make_host_venv
 
     site_packages = make_host_venv(venv, base_env)
     wheel = next(base_env.wheelhouse.glob(f"sglang-{base_env.sglang_version}-*.whl"))

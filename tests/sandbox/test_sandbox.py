@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_deploy.sandbox import start_sandbox, stop_sandbox
-from ddtree_deploy.sandbox.baseenv import compute_base_key, read_requirement_pins
-from ddtree_deploy.sandbox.inventory_file import render_toml
-from ddtree_deploy.sandbox.processes import is_running, read_pid_file
+from ddtree_sandbox import start_sandbox, stop_sandbox
+from ddtree_sandbox.baseenv import compute_base_key, read_requirement_pins
+from ddtree_sandbox.inventory_file import render_toml
+from ddtree_sandbox.processes import is_running, read_pid_file
 
 HOST_SGLANG = "/srv/venv/lib/python3.11/site-packages/sglang/__init__.py"
 STUB = "/srv/venv/bin/python /srv/service/sglang_stub.py"
@@ -208,7 +208,7 @@ def test_requirement_pins_and_cache_key():
 
 
 def test_failed_build_leaves_no_cache_entry(tmp_path):
-    from ddtree_deploy.sandbox.baseenv import _is_ready, _temp_build_dir
+    from ddtree_sandbox.baseenv import _is_ready, _temp_build_dir
 
     final = tmp_path / "base-abc"
     with pytest.raises(RuntimeError), _temp_build_dir(tmp_path, final) as tmp:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_deploy.sandbox.broken import VARIANTS, build_broken_patchset
-from ddtree_deploy.sandbox.hosts import SERVE_FILE_NAME, SERVICE_PORT
-from ddtree_deploy.sandbox.inventory_file import render_toml
+from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
+from ddtree_sandbox.hosts import SERVE_FILE_NAME, SERVICE_PORT
+from ddtree_sandbox.inventory_file import render_toml
 from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
 from tests.support import REPO, run_cli
 
@@ -73,7 +73,7 @@ class Serving:
 
 @pytest.fixture(scope="module")
 def serving(base_env, tmp_path_factory):
-    from ddtree_deploy.sandbox import start_sandbox
+    from ddtree_sandbox import start_sandbox
 
     workdir = tmp_path_factory.mktemp("serving")
     sandbox = start_sandbox(
@@ -315,7 +315,7 @@ def test_without_any_reference_the_gate_fails_and_says_why(serving):
 def test_a_plain_server_records_the_reference_before_the_restart(base_env, tmp_path_factory):
     """No shipped reference, but the host serves the same target without speculation: the
     push records its greedy outputs before the restart and the gate verifies against them."""
-    from ddtree_deploy.sandbox import start_sandbox
+    from ddtree_sandbox import start_sandbox
 
     workdir = tmp_path_factory.mktemp("plain")
     sandbox = start_sandbox(workdir / "sandbox", 1, first_octet=None, base_env=base_env,

@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
-SERVER_SUITE = Path(__file__).resolve().parents[2] / "smoke" / "server.py"
+from tests.support import SMOKE_DIR
+
+SERVER_SUITE = SMOKE_DIR / "server.py"
 GOOD_INFO = {"speculative_algorithm": "DDTREE", "speculative_ddtree_budget": 64}
 GOOD_META = {"completion_tokens": 16, "spec_verify_ct": 5, "spec_accept_length": 3.2}
 
@@ -39,11 +41,11 @@ class FakeServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self, payload: dict | None = None) -> None:  # noqa: N802 (http.server)
+            def do_GET(self, payload: dict | None = None) -> None:  # http.server calls this name
                 route = fake.routes.get(self.path, (404, {"error": "no route"}))
                 self.answer(*(route(payload or {}) if callable(route) else route))
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 payload = json.loads(self.rfile.read(length) or b"{}")
                 with fake.lock:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_deploy.events import EVENT_SCHEMA_VERSION
-from ddtree_deploy.sandbox import SandboxHost, start_sandbox
+from ddtree_sandbox import SandboxHost, start_sandbox
 from tests.support import run_cli
 
 pytestmark = pytest.mark.hosts

@@ -1,7 +1,7 @@
 """Test and demo machinery: real sshd hosts with a real sglang. The product never imports it."""
 
-from ddtree_deploy.sandbox.baseenv import DEFAULT_SGLANG_VERSION, BaseEnv, ensure_base_env
-from ddtree_deploy.sandbox.hosts import (
+from ddtree_sandbox.baseenv import DEFAULT_SGLANG_VERSION, BaseEnv, ensure_base_env
+from ddtree_sandbox.hosts import (
     Sandbox,
     SandboxHost,
     can_namespace,

@@ -20,25 +20,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ddtree_deploy.sandbox.addresses import find_busy, find_free_block, hold_allocation_lock
-from ddtree_deploy.sandbox.baseenv import (
+from ddtree_sandbox.addresses import find_busy, find_free_block, hold_allocation_lock
+from ddtree_sandbox.baseenv import (
     DEFAULT_SGLANG_VERSION,
     SYSTEM_PYTHON,
     BaseEnv,
     ensure_base_env,
 )
-from ddtree_deploy.sandbox.cpu_adapt import install_cpu_adapt
-from ddtree_deploy.sandbox.host import SandboxHost
-from ddtree_deploy.sandbox.inventory_file import InventoryHost, build_inventory, render_toml
-from ddtree_deploy.sandbox.models import MODEL_KINDS, ModelSet, ensure_models
-from ddtree_deploy.sandbox.processes import (
+from ddtree_sandbox.cpu_adapt import install_cpu_adapt
+from ddtree_sandbox.host import SandboxHost
+from ddtree_sandbox.inventory_file import InventoryHost, build_inventory, render_toml
+from ddtree_sandbox.models import MODEL_KINDS, ModelSet, ensure_models
+from ddtree_sandbox.processes import (
     find_children,
     read_cmdline,
     read_pid_file,
     stop_pid,
     stop_pid_file,
 )
-from ddtree_deploy.sandbox.service import (
+from ddtree_sandbox.service import (
     INITIAL_ALGORITHMS,
     REAL_SOURCE,
     SERVE_FILE_NAME,
@@ -48,8 +48,8 @@ from ddtree_deploy.sandbox.service import (
     stop_real_server,
     wait_healthy,
 )
-from ddtree_deploy.sandbox.serving import SERVE_ENV
-from ddtree_deploy.sandbox.sshd import (
+from ddtree_sandbox.serving import SERVE_ENV
+from ddtree_sandbox.sshd import (
     SSHD,
     format_known_hosts_line,
     generate_keypair,

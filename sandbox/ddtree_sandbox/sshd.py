@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddtree_deploy.sandbox.processes import is_running, read_pid_file
+from ddtree_sandbox.processes import is_running, read_pid_file
 
 SSHD = Path("/usr/sbin/sshd")
 SSHD_PRIVSEP_DIR = Path("/run/sshd")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ddtree_deploy.sandbox.baseenv import (
+from ddtree_sandbox.baseenv import (
     read_requirement_pins,
     requirements_path,
     split_base_requirements,
 )
-from ddtree_deploy.sandbox.hosts import BASE_PTH_NAME, OVERLAY_PTH_NAME
+from ddtree_sandbox.hosts import BASE_PTH_NAME, OVERLAY_PTH_NAME
 
 
 def test_split_base_requirements():

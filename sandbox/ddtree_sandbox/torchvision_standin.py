@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+# The files' text is part of the base env's cache key (digest_torchvision_standin): the old
+# package name in the banner stays, or every machine rebuilds its 2 GB base env.
 _BANNER = (
     '"""TEST STAND-IN for torchvision, written by ddtree_deploy.sandbox.\n\n'
     "Import-only: it defines the names sglang and transformers touch at import time so the\n"

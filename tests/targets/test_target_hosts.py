@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_deploy.patchset import load_patchset
-from ddtree_deploy.sandbox.inventory_file import render_toml
+from ddtree_sandbox.inventory_file import render_toml
 from tests.support import REPO, run_cli
 
 pytestmark = pytest.mark.hosts

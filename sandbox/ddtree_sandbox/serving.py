@@ -20,7 +20,7 @@ CONTEXT_LENGTH = 1024
 SERVE_ENV: dict[str, str] = {
     # CPU code paths in sglang (rotary embedding etc.); without it sglang imports vllm.
     "SGLANG_USE_CPU_ENGINE": "1",
-    # Turns on the in-memory CPU adaptation fixture (ddtree_deploy/sandbox/cpu_adapt.py).
+    # Turns on the in-memory CPU adaptation fixture (sandbox/ddtree_sandbox/cpu_adapt.py).
     "DDTREE_SANDBOX_CPU_ADAPT": "1",
     # sglang's pure-torch KV move instead of the Triton copy kernel (speculative decoding).
     "SGLANG_NATIVE_MOVE_KV_CACHE": "1",

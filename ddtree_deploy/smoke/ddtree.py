@@ -1,8 +1,9 @@
 """Smoke suite `ddtree`: the patched sglang builds correct, optimal DDTree draft trees.
 
-Run by the host's python as `python smoke/ddtree.py` with a JSON object on stdin
-({"site_packages": ..., "options": {...}}, may be empty). Prints exactly one JSON
-line and exits 0 when every check passed, else 1. Stdlib + torch + patched sglang.
+Run by the host's python as `python ddtree.py`, beside `_suite.py`, with a JSON object on
+stdin ({"site_packages": ..., "options": {...}}, may be empty). Prints exactly one JSON
+line (`_suite.Suite`) and exits 0 when every check passed, else 1. Stdlib + torch +
+patched sglang.
 
 The tree checks recompute everything from `parents` and the logits, never from
 the builder's other outputs, so a builder that emits a wrong parent fails. They
@@ -13,16 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import torch
+from _suite import Suite
 
 SUITE = "ddtree"
 SEED_LOGITS = [[5.0, 4.0, 1.0], [4.0, 2.0, 1.0]]
@@ -286,8 +286,8 @@ def server_args_fields(server_args_cls: type) -> dict[str, Any]:
     return {f.name: f for f in msgspec.structs.fields(server_args_cls)}
 
 
-def run_checks(utils: ModuleType, with_registration: bool = True) -> list[dict[str, Any]]:
-    """Run every check, turning exceptions into failed checks."""
+def run_checks(suite: Suite, utils: ModuleType, with_registration: bool = True) -> list[dict]:
+    """Run every check into `suite` (an exception fails its check); return the suite's checks."""
     named: list[tuple[str, Callable[[], Check]]] = [
         ("seed", lambda: check_seed(utils)),
         ("random_topology", lambda: check_random_topology(utils)),
@@ -297,48 +297,21 @@ def run_checks(utils: ModuleType, with_registration: bool = True) -> list[dict[s
     ]
     if with_registration:
         named.append(("registration", check_registration))
-    results = []
     for name, check in named:
-        try:
-            passed, detail = check()
-        except Exception as exc:  # a smoke check reports, never crashes
-            passed, detail = False, f"{type(exc).__name__}: {exc}"
-        results.append({"name": name, "passed": bool(passed), "detail": detail})
-    return results
+        suite.run(name, check)
+    return suite.checks
 
 
-def main() -> int:
-    """Read the request, run the suite, print one JSON line; return the exit code."""
-    start = time.perf_counter()
-    checks: list[dict[str, Any]] = []
-    details = ""
-    try:
-        raw = sys.stdin.read() if not sys.stdin.isatty() else ""
-        request = json.loads(raw) if raw.strip() else {}
-        site_packages = request.get("site_packages") if isinstance(request, dict) else None
-        if site_packages:
-            sys.path.insert(0, site_packages)
-        from sglang.srt.speculative import ddtree_utils
+def run_suite(suite: Suite) -> None:
+    """Import the host's (patched) ddtree_utils and run every check on it."""
+    site_packages = suite.input.get("site_packages")
+    if site_packages:
+        sys.path.insert(0, site_packages)
+    from sglang.srt.speculative import ddtree_utils
 
-        checks = run_checks(ddtree_utils)
-        failed = [c for c in checks if not c["passed"]]
-        details = "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
-        if failed:  # where: the module the host's python really imported
-            details = f"{ddtree_utils.__file__}: {details}"
-    except BaseException:  # always answer with the JSON line
-        details = "suite crashed: " + traceback.format_exc()[-1500:]
-    passed = bool(checks) and not details
-    result = {
-        "suite": SUITE,
-        "passed": passed,
-        "skipped": False,
-        "checks": checks,
-        "duration_s": round(time.perf_counter() - start, 3),
-        "details": details,
-    }
-    print(json.dumps(result))
-    return 0 if passed else 1
+    suite.where = ddtree_utils.__file__  # the module the host's python really imported
+    run_checks(suite, ddtree_utils)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    Suite(SUITE).run_body(run_suite)

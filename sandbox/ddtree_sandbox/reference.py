@@ -1,6 +1,6 @@
 """Make the lossless references a patchset ships for the sandbox's tiny models.
 
-``python -m ddtree_deploy.sandbox reference --patchset patchsets/ddtree/1.1.0`` starts one
+``python -m ddtree_sandbox reference --patchset patchsets/ddtree/1.1.0`` starts one
 sandbox host per model kind with a REAL sglang server WITHOUT speculative decoding, runs the
 `server` suite in record mode against it (the same code a push runs before a restart), and
 writes ``reference/sandbox-tiny-<kind>-fp32.json`` into the patchset: the target's own greedy
@@ -17,10 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import ddtree_deploy.smoke
 from ddtree_deploy.patchset import load_patchset
-from ddtree_deploy.sandbox.hosts import SERVICE_PORT, start_sandbox
+from ddtree_sandbox.hosts import SERVICE_PORT, start_sandbox
 
-SMOKE_DIR = Path(__file__).resolve().parents[2] / "smoke"
+SMOKE_DIR = Path(ddtree_deploy.smoke.__file__).parent  # the installed product's suite scripts
 REFERENCE_KINDS = ("target", "control")
 # The control target's drafts are always right: with block 4 every verify step of DFLASH, or
 # of DDTREE with a budget >= 3, accepts 3 drafts + the bonus (4.0 measured). Its reference
@@ -33,8 +34,9 @@ def reference_name(kind: str) -> str:
 
 
 def record_with_suite(server_url: str, lossless: dict, record_dir: Path) -> dict:
-    """Run smoke/server.py in record mode locally against ``server_url``; return the suite's
-    result line. The suite is stdlib-only and reads the model from the server's model_path."""
+    """Run the product's smoke/server.py in record mode here against ``server_url``; return
+    the suite's result line. The suite is stdlib-only and reads the model from the server's
+    model_path."""
     payload = {
         "suite": "server",
         "options": {
@@ -91,11 +93,11 @@ def make_references(patchset_dir: Path, workdir: Path) -> list[Path]:
             reference = json.loads(files[0].read_text())
         finally:
             sandbox.stop()
-        reference["model"] = f"sandbox tiny {kind} (ddtree_deploy/sandbox/make_models.py)"
+        reference["model"] = f"sandbox tiny {kind} (sandbox/ddtree_sandbox/make_models.py)"
         if kind in MODEL_FLOORS:
             reference["min_accept_length"] = MODEL_FLOORS[kind]
         reference["source"] = (
-            "python -m ddtree_deploy.sandbox reference: a real sglang "
+            "python -m ddtree_sandbox reference: a real sglang "
             f"{reference.get('sglang_version')} server without speculative decoding, CPU"
         )
         out = patchset_dir / reference_name(kind)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddtree_deploy.sandbox.baseenv import (
+from ddtree_sandbox.baseenv import (
     BaseEnv,
     _build_lock,
     _is_ready,

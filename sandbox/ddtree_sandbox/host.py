@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddtree_deploy.sandbox.processes import read_pid_file
-from ddtree_deploy.sandbox.sshd import SshdSpec
+from ddtree_sandbox.processes import read_pid_file
+from ddtree_sandbox.sshd import SshdSpec
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ddtree_deploy.sandbox.host import SandboxHost
-from ddtree_deploy.sandbox.models import ModelSet
-from ddtree_deploy.sandbox.processes import find_children, is_running, read_cmdline, read_pid_file
-from ddtree_deploy.sandbox.serving import SERVE_ENV, base_launch_args, dflash_args
+from ddtree_sandbox.host import SandboxHost
+from ddtree_sandbox.models import ModelSet
+from ddtree_sandbox.processes import find_children, is_running, read_cmdline, read_pid_file
+from ddtree_sandbox.serving import SERVE_ENV, base_launch_args, dflash_args
 
 SERVICE_PORT = 30000
 REAL_SOURCE = Path(__file__).with_name("sglang_service.py")

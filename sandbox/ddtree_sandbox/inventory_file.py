@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomli_w
 
 SANDBOX_GROUP = "sandbox"
 SERVICE_READY_TIMEOUT_S = 60
@@ -101,40 +101,6 @@ def _hoist(per_host: dict[str, dict], key: str, target: dict, table_of) -> None:
 
 
 def render_toml(data: dict[str, Any]) -> str:
-    """Return ``data`` (str/int/float/bool/list values, dict tables) as TOML text."""
-    return "\n".join(_render_table(data, ())).lstrip("\n") + "\n"
-
-
-def _render_table(table: dict[str, Any], path: tuple[str, ...]) -> list[str]:
-    lines = [f"{_format_key(k)} = {_format_value(v)}" for k, v in table.items() if not _is_table(v)]
-    for key, value in table.items():
-        if not _is_table(value):
-            continue
-        sub_path = (*path, key)
-        has_scalars = any(not _is_table(v) for v in value.values()) or not value
-        if has_scalars:
-            if len(sub_path) <= 2:
-                lines.append("")
-            lines.append("[" + ".".join(_format_key(part) for part in sub_path) + "]")
-        lines.extend(_render_table(value, sub_path))
-    return lines
-
-
-def _is_table(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
-def _format_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_format_value(item) for item in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML: {value!r}")
+    """Return ``data`` (str/int/float/bool/list values, dict tables) as TOML text; raise
+    TypeError for anything else."""
+    return tomli_w.dumps(data)

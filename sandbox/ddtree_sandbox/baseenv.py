@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddtree_deploy.sandbox.torchvision_standin import (
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+from ddtree_sandbox.torchvision_standin import (
     digest_torchvision_standin,
     write_torchvision_standin,
 )
@@ -75,16 +84,22 @@ def requirements_path(sglang_version: str) -> Path:
 
 
 def read_requirement_pins(text: str) -> list[tuple[str, str]]:
-    """Return ``(normalised name, version)`` for each ``name==version`` line in ``text``."""
+    """Return ``(PEP 503 name, version)`` for each ``name==version`` line in ``text``; raise
+    ValueError for any other requirement."""
     pins = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        name, sep, version = line.partition("==")
-        if not sep:
-            raise ValueError(f"sandbox requirements must be exact pins, got {line!r}")
-        pins.append((normalise_name(name), version.strip()))
+        not_pinned = ValueError(f"sandbox requirements must be exact pins, got {line!r}")
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            raise not_pinned from None
+        specifiers = list(requirement.specifier)
+        if len(specifiers) != 1 or specifiers[0].operator != "==" or "*" in specifiers[0].version:
+            raise not_pinned
+        pins.append((canonicalize_name(requirement.name), specifiers[0].version))
     return pins
 
 
@@ -103,11 +118,6 @@ def split_base_requirements(text: str) -> tuple[str | None, str]:
             return stripped[3:].strip(), "\n".join(lines[:i] + lines[i + 1 :]) + "\n"
         break
     return None, text
-
-
-def normalise_name(name: str) -> str:
-    """Return a distribution name in PEP 503 form (lowercase, runs of -_. become -)."""
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def compute_base_key(
@@ -236,7 +246,7 @@ def _download_missing(
     """Download into ``wheelhouse`` the pinned wheels it lacks, via a temp dir then rename."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     present = {_parse_dist_filename(p.name) for p in wheelhouse.iterdir()}
-    missing = [(name, version) for name, version in pins if (name, version) not in present]
+    missing = [(name, version) for name, version in pins if (name, Version(version)) not in present]
     if not missing:
         return
     incoming = wheelhouse.parent / f".tmp-wheelhouse-{os.getpid()}"
@@ -252,16 +262,16 @@ def _download_missing(
         shutil.rmtree(incoming, ignore_errors=True)
 
 
-def _parse_dist_filename(filename: str) -> tuple[str, str]:
-    for suffix in (".whl", ".tar.gz", ".zip"):
-        if filename.endswith(suffix):
-            stem = filename[: -len(suffix)]
-            name, _, rest = stem.partition("-")
-            if suffix != ".whl":
-                name, _, rest = stem.rpartition("-")
-                return normalise_name(name), rest
-            return normalise_name(name), rest.split("-", 1)[0]
-    return ("", "")
+def _parse_dist_filename(filename: str) -> tuple[str, Version | None]:
+    """Return (PEP 503 name, version) of a wheel or sdist file name; ("", None) for others."""
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[:2]
+        if filename.endswith((".tar.gz", ".zip")):
+            return parse_sdist_filename(filename)
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        pass
+    return ("", None)
 
 
 def _pip_install(target_python: Path, args: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""``python -m ddtree_deploy.sandbox up|down|status``: run sandbox hosts for demos and benches.
+"""``python -m ddtree_sandbox up|down|status``: run sandbox hosts for demos and benches.
 
 ``up`` prints the inventory path on stdout (data); progress and timings go to stderr.
 """
@@ -9,13 +9,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddtree_deploy.sandbox.baseenv import DEFAULT_SGLANG_VERSION
-from ddtree_deploy.sandbox.hosts import start_sandbox, stop_sandbox
-from ddtree_deploy.sandbox.processes import is_running, read_pid_file
+from ddtree_sandbox.baseenv import DEFAULT_SGLANG_VERSION
+from ddtree_sandbox.hosts import start_sandbox, stop_sandbox
+from ddtree_sandbox.processes import is_running, read_pid_file
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ddtree_deploy.sandbox")
+    parser = argparse.ArgumentParser(prog="python -m ddtree_sandbox")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start hosts and write WORKDIR/inventory.toml")
     up.add_argument("--workdir", type=Path, default=Path(".sandbox"))
@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         print(sandbox.inventory_path)
         return 0
     if args.command == "demo":
-        from ddtree_deploy.sandbox.demo import run_demo
+        from ddtree_sandbox.demo import run_demo
 
         return run_demo(args.workdir, args.hosts)
     if args.command == "reference":
-        from ddtree_deploy.sandbox.reference import make_references
+        from ddtree_sandbox.reference import make_references
 
         for path in make_references(args.patchset.resolve(), args.workdir.resolve()):
             print(path)

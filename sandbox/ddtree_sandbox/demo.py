@@ -18,24 +18,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddtree_deploy.sandbox.broken import VARIANTS, build_broken_patchset
-from ddtree_deploy.sandbox.hosts import start_sandbox
-
-REPO = Path(__file__).resolve().parents[2]
+from ddtree_deploy.patchset import default_patchsets_dir
+from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
+from ddtree_sandbox.hosts import start_sandbox
 
 
 def build_demo_patchsets(workdir: Path) -> Path:
-    """workdir/patchsets with the shipped ddtree 1.1.0 and a broken 1.1.1 that still locks."""
+    """workdir/patchsets with the shipped ddtree 1.1.0 (from the checkout holding the current
+    directory, or $DDTREE_DEPLOY_PATCHSETS) and a broken 1.1.1 that still locks."""
     root = workdir / "patchsets" / "ddtree"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(REPO / "patchsets" / "ddtree" / "1.1.0", root / "1.1.0")
+    shutil.copytree(default_patchsets_dir() / "ddtree" / "1.1.0", root / "1.1.0")
     build_broken_patchset(root / "1.1.0", root.parent, "mask")
     return root.parent
 
 
 def step(title: str, args: list[str], expect: int) -> bool:
     print(f"\n\033[1m==> {title}\033[0m\n$ ddtree-deploy {' '.join(args)}", file=sys.stderr)
-    code = subprocess.run([sys.executable, "-m", "ddtree_deploy", *args], cwd=REPO).returncode
+    code = subprocess.run([sys.executable, "-m", "ddtree_deploy", *args]).returncode
     ok = code == expect
     verdict = "as expected" if ok else f"UNEXPECTED (wanted {expect})"
     print(f"--> exit {code} {verdict}", file=sys.stderr)

@@ -1,24 +1,22 @@
 """Smoke suite `gpu`: DDTree building, the batched walk and (from ddtree 1.1.0) the
 DFlash worker's DDTree tensor logic agree between CUDA and CPU.
 
-Run by the host's python as `python smoke/gpu.py` with a JSON object on stdin
-({"site_packages": ..., "options": {"gpus": N}}, may be empty). Prints exactly one
-JSON line. Without CUDA (or with options.gpus == 0) it reports skipped, never passed,
-and exits 0; otherwise it exits 0 when every check passed, else 1.
+Run by the host's python as `python gpu.py`, beside `_suite.py`, with a JSON object on
+stdin ({"site_packages": ..., "options": {"gpus": N}}, may be empty). Prints exactly one
+JSON line (`_suite.Suite`). Without CUDA (or with options.gpus == 0) it reports skipped,
+never passed, and exits 0; otherwise it exits 0 when every check passed, else 1.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import torch
+from _suite import Suite
 
 SUITE = "gpu"
 VOCAB = 151_936
@@ -203,61 +201,25 @@ def check_worker_logic_matches(wu: ModuleType, utils: ModuleType, device: torch.
     )
 
 
-def _result(checks: list[dict[str, Any]], details: str, start: float, skipped: bool) -> dict:
-    """Return the suite's JSON object."""
-    return {
-        "suite": SUITE,
-        "passed": bool(checks) and not details and not skipped,
-        "skipped": skipped,
-        "checks": checks,
-        "duration_s": round(time.perf_counter() - start, 3),
-        "details": details,
-    }
+def run_suite(suite: Suite) -> None:
+    """Skip without a GPU; else compare the host's (patched) DDTree code on CUDA and CPU."""
+    if (suite.input.get("options") or {}).get("gpus") == 0 or not torch.cuda.is_available():
+        suite.finish(skipped_reason="skipped: no GPU")
+    if suite.input.get("site_packages"):
+        sys.path.insert(0, suite.input["site_packages"])
+    from sglang.srt.speculative import ddtree_utils
 
+    device = torch.device("cuda", 0)
+    suite.run("build_cuda_equals_cpu", lambda: check_build_matches(ddtree_utils, device))
+    suite.run("walk_cuda_equals_cpu", lambda: check_walk_matches(ddtree_utils, device))
+    if importlib.util.find_spec("sglang.srt.speculative.ddtree_worker_utils"):
+        from sglang.srt.speculative import ddtree_worker_utils as wu
 
-def main() -> int:
-    """Read the request, run or skip the suite, print one JSON line; return the exit code."""
-    start = time.perf_counter()
-    checks: list[dict[str, Any]] = []
-    try:
-        raw = sys.stdin.read() if not sys.stdin.isatty() else ""
-        request = json.loads(raw) if raw.strip() else {}
-        request = request if isinstance(request, dict) else {}
-        options = request.get("options") or {}
-        if options.get("gpus") == 0 or not torch.cuda.is_available():
-            print(json.dumps(_result([], "skipped: no GPU", start, skipped=True)))
-            return 0
-        if request.get("site_packages"):
-            sys.path.insert(0, request["site_packages"])
-        from sglang.srt.speculative import ddtree_utils
-
-        device = torch.device("cuda", 0)
-        named: list[tuple[str, Callable[[], Check]]] = [
-            ("build_cuda_equals_cpu", lambda: check_build_matches(ddtree_utils, device)),
-            ("walk_cuda_equals_cpu", lambda: check_walk_matches(ddtree_utils, device)),
-        ]
-        if importlib.util.find_spec("sglang.srt.speculative.ddtree_worker_utils"):
-            from sglang.srt.speculative import ddtree_worker_utils as wu
-
-            named.append(
-                (
-                    "worker_cuda_equals_cpu",
-                    lambda: check_worker_logic_matches(wu, ddtree_utils, device),
-                )
-            )
-        for name, check in named:
-            try:
-                passed, detail = check()
-            except Exception as exc:  # a smoke check reports, never crashes
-                passed, detail = False, f"{type(exc).__name__}: {exc}"
-            checks.append({"name": name, "passed": bool(passed), "detail": detail})
-        details = "; ".join(f"{c['name']}: {c['detail']}" for c in checks if not c["passed"])
-    except BaseException:  # always answer with the JSON line
-        details = "suite crashed: " + traceback.format_exc()[-1500:]
-    result = _result(checks, details, start, skipped=False)
-    print(json.dumps(result))
-    return 0 if result["passed"] else 1
+        suite.run(
+            "worker_cuda_equals_cpu",
+            lambda: check_worker_logic_matches(wu, ddtree_utils, device),
+        )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    Suite(SUITE).run_body(run_suite)

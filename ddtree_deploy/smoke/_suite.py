@@ -1,0 +1,83 @@
+"""Shared by the smoke scripts (shipped beside them): read the input, run checks, print.
+
+A smoke script is run by the host's python with a JSON object on stdin and prints ONE
+JSON line: {suite, passed, skipped, checks[], duration_s, details}. Exit 0 iff passed
+(or skipped). Stdlib only, so it runs on any host python.
+"""
+
+import json
+import sys
+import time
+import traceback
+
+
+def read_request():
+    """Return the JSON object on stdin; {} when stdin is a terminal, empty or not an object."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return {}
+    try:
+        raw = sys.stdin.read()
+        request = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {}
+    return request if isinstance(request, dict) else {}
+
+
+class Suite:
+    """Collects named checks; `finish` prints the one result line and exits.
+
+    `request` is the suite's input (default: read from stdin). `where`, when set, names the
+    code under test and leads the failure summary.
+    """
+
+    def __init__(self, name, request=None):
+        self.name = name
+        self.started = time.monotonic()
+        self.checks = []
+        self.input = read_request() if request is None else request
+        self.where = ""
+        self.crash = ""  # "suite crashed: <traceback>" once the suite body raised
+        self.finished = False
+
+    def check(self, name, passed, detail=""):
+        self.checks.append({"name": name, "passed": bool(passed), "detail": str(detail)[-2000:]})
+        return passed
+
+    def run(self, name, fn):
+        """Record fn() -> (passed, detail); an exception fails the check: its type and message
+        on the first line (what summaries show), then its traceback."""
+        try:
+            passed, detail = fn()
+        except Exception as exc:  # the point is to report, not to crash
+            passed = False
+            detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"
+        return self.check(name, passed, detail)
+
+    def run_body(self, body):
+        """Call body(self), then `finish`. A crash anywhere in body (an import, the input)
+        fails the suite with its traceback instead of ending without a result line."""
+        try:
+            body(self)
+        except BaseException as exc:  # always answer with the JSON line
+            if isinstance(exc, SystemExit) and self.finished:
+                raise
+            self.crash = "suite crashed: " + traceback.format_exc()[-1500:]
+        self.finish()
+
+    def finish(self, skipped_reason=None):
+        failed = [c for c in self.checks if not c["passed"]]
+        summary = "; ".join(f"{c['name']}: {c['detail'][:300]}" for c in failed)
+        if summary and self.where:
+            summary = f"{self.where}: {summary}"
+        result = {
+            "suite": self.name,
+            "passed": not failed and not self.crash and skipped_reason is None,
+            "skipped": skipped_reason is not None,
+            "checks": self.checks,
+            "duration_s": round(time.monotonic() - self.started, 3),
+            "details": skipped_reason or self.crash or summary,
+        }
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+        self.finished = True
+        sys.exit(0 if result["passed"] or result["skipped"] else 1)
