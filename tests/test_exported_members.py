@@ -70,8 +70,10 @@ EXPORTED = {
         "default_patchsets_dir",
         "list_patchsets",
         "load_patchset",
+        "parse_patchset",
         "resolve_patchset",
         "verify_patchset",
+        "version_key",
         "write_lock",
     ],
     "ddtree_deploy.transport": [
