@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ddtree_deploy.agent import apply_unified_diff
+from ddtree_deploy.agent.host.pure import apply_unified_diff
 
 
 def gnu_diff(tmp_path, old: str, new: str) -> str:
