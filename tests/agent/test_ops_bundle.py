@@ -10,6 +10,7 @@ import time
 
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import BackupResult, Facts, PlanResult
+from ddtree_deploy.inventory.models import Host
 from ddtree_deploy.stages import requests as rq
 from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
 from tests.agent.conftest import (
@@ -37,8 +38,6 @@ def prepared(files=FILES, target=VERSION) -> PreparedPatchset:
 
 def preflight(host, p=None, run_id="r1", break_lock=False):
     """facts + check_plan + lock_acquire, as a push's first request."""
-    from ddtree_deploy.inventory.models import Host
-
     h = Host(name="x", address="local")
     p = p or prepared()
     return host.call_ops(
