@@ -5,8 +5,13 @@ LocalTransport that runs the REAL agent bundle on it with a bare `python -c` boo
 from __future__ import annotations
 
 import base64
+import glob
 import hashlib
+import os
+import shutil
+import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,14 +76,40 @@ class FakeHost:
         return self.transport.call(AgentRequest(state_dir=str(self.state), ops=list(ops)))
 
 
-@pytest.fixture
-def fake_host(tmp_path, monkeypatch) -> FakeHost:
-    """A temp host whose agent python sees only the fake site-packages (not this tree)."""
+def oldest_python() -> str | None:
+    """A python 3.8 (the oldest host python the agent supports) if this machine has one."""
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))
+    candidates.append(shutil.which("python3.8") or "")
+    for python in filter(None, candidates):
+        done = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"],
+                              capture_output=True, text=True)  # fmt: skip
+        if done.stdout.strip() == "(3, 8)":  # not a pyenv shim that says "not found"
+            return python
+    return None
+
+
+def start_fake_host(tmp_path: Path, monkeypatch, python: str) -> Iterator[FakeHost]:
+    """A temp host whose agent (run by `python`) sees only the fake site-packages."""
     site, state = tmp_path / "site", tmp_path / "state"
     make_site(site)
     monkeypatch.setenv("PYTHONPATH", str(site))  # inherited by the agent process only
     raw = {"hosts": {"x": {"address": "local", "transport": "local",
-                           "python": sys.executable, "state_dir": str(state)}}}  # fmt: skip
+                           "python": python, "state_dir": str(state)}}}  # fmt: skip
     host = parse_inventory(raw, "mem").hosts["x"]
     with LocalTransport(host) as transport:
         yield FakeHost(site=site, state=state, transport=transport)
+
+
+@pytest.fixture
+def fake_host(tmp_path, monkeypatch) -> Iterator[FakeHost]:
+    """A temp host whose agent runs on this python."""
+    yield from start_fake_host(tmp_path, monkeypatch, sys.executable)
+
+
+@pytest.fixture
+def oldest_host(tmp_path, monkeypatch) -> Iterator[FakeHost]:
+    """A temp host whose agent runs on python 3.8; skipped where there is none."""
+    python = oldest_python()
+    if python is None:
+        pytest.skip("no python3.8 here (PATH or ~/.pyenv)")
+    yield from start_fake_host(tmp_path, monkeypatch, python)

@@ -63,6 +63,17 @@ def test_facts_find_the_distribution_its_record_and_the_state(fake_host):
 
 
 def test_a_push_walks_every_changing_op_then_rolls_back_byte_for_byte(fake_host):
+    walk_a_push_and_roll_back(fake_host)
+
+
+def test_the_bundle_runs_on_python_38(oldest_host):
+    """The oldest host python the agent supports runs the same push and rollback."""
+    assert oldest_host.call(("facts", {})).facts().python.startswith("3.8.")
+    walk_a_push_and_roll_back(oldest_host)
+
+
+def walk_a_push_and_roll_back(fake_host):
+    """preflight, backup+journal, install+compile, no-changes re-preflight, restore."""
     site, p = fake_host.site, prepared()
     pre = preflight(fake_host)
     assert pre.ok, pre
