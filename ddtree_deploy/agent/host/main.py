@@ -7,6 +7,7 @@ when the SSH channel drops mid-call; a flock on the state dir keeps an orphaned 
 install from racing the controller's rollback.
 """
 
+import functools
 import json
 import os
 import signal
@@ -56,22 +57,18 @@ QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 TRACEBACK_CHARS = 3000
 
-_own_hash = []  # filled on first use: the hash of the bundle this process runs
-
-
+@functools.lru_cache(maxsize=None)
 def agent_version():
     """Return this agent's version: the hash of the bundle it was built from.
 
     On the host that is the dict the bootstrap received (`ddtree_agent.SOURCES`);
     imported from the controller's source tree, it is the modules next to this file.
     """
-    if not _own_hash:
-        package = sys.modules.get(__package__)
-        sources = getattr(package, "SOURCES", None)
-        if sources is None or __package__ != BUNDLE_PACKAGE:
-            sources = bundle_sources(os.path.dirname(os.path.abspath(__file__)))
-        _own_hash.append(bundle_hash(sources))
-    return _own_hash[0]
+    package = sys.modules.get(__package__)
+    sources = getattr(package, "SOURCES", None)
+    if sources is None or __package__ != BUNDLE_PACKAGE:
+        sources = bundle_sources(os.path.dirname(os.path.abspath(__file__)))
+    return bundle_hash(sources)
 
 
 def _hold_agent_lock(request):
