@@ -57,6 +57,7 @@ QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 TRACEBACK_CHARS = 3000
 
+
 @functools.lru_cache(maxsize=None)
 def agent_version():
     """Return this agent's version: the hash of the bundle it was built from.
