@@ -17,7 +17,7 @@ from pathlib import Path
 
 from latency_proxy import DelayProxy
 
-from ddtree_deploy.agent.remote import apply_unified_diff
+from ddtree_deploy.agent.host.pure import apply_unified_diff
 from ddtree_deploy.patchset import load_patchset
 from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 from ddtree_sandbox import Sandbox, SandboxHost, start_sandbox

@@ -1,5 +1,7 @@
-"""The remote agent (remote.py, stdlib only) and its typed protocol."""
+"""The agent: the host side (agent/host/, stdlib-only modules shipped as one bundle) and
+its typed protocol (protocol.py); the controller imports host.wire and host.pure only."""
 
+from ddtree_deploy.agent.host.pure import apply_unified_diff, sha256_bytes
 from ddtree_deploy.agent.protocol import (
     AgentRequest,
     AgentResponse,
@@ -11,7 +13,6 @@ from ddtree_deploy.agent.protocol import (
     encode_request,
     packed_agent,
 )
-from ddtree_deploy.agent.remote import apply_unified_diff, sha256_bytes
 
 __all__ = [
     "AgentRequest",

@@ -8,29 +8,80 @@ import shlex
 import zlib
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ddtree_deploy.agent import remote
+from ddtree_deploy.agent.host import wire
+from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.errors import AgentError
 
-# The first stage, run by `python -c`: read one line (the compressed agent), exec it.
-_BOOTSTRAP = (
-    "import sys,zlib,base64;"
-    "exec(compile(zlib.decompress(base64.b64decode(sys.stdin.readline())),'ddtree-agent','exec'))"
-)
+HOST_DIR = Path(wire.__file__).parent  # the stdlib-only modules the bundle is made of
+R = TypeVar("R", bound=wire.Record)
+
+# The first stage, run by `python -c`: read one stdin line (the zlib'd JSON bundle,
+# {"ddtree_agent.<module>": source}) and serve those modules to `import` from memory, under
+# file names like ddtree_agent/ops_files.py, with their source for tracebacks. The leading
+# comment names the process for `ps` (the sandbox tests find agents by it).
+BOOTSTRAP_IMPORTER = """# ddtree-agent
+import sys,json,zlib,base64,importlib.util as u
+S=json.loads(zlib.decompress(base64.b64decode(sys.stdin.readline())))
+class L:
+ def find_spec(s,n,p=None,t=None):
+  if n=='ddtree_agent' or n in S:return u.spec_from_loader(n,s,is_package=n not in S)
+ def create_module(s,spec):return None
+ def exec_module(s,m):
+  n=m.__name__;m.__file__=n.replace('.','/')+('.py' if n in S else '/__init__.py')
+  if n in S:exec(compile(S[n],m.__file__,'exec'),m.__dict__)
+  else:m.SOURCES=S
+ def get_source(s,n):return S.get(n,'')
+sys.meta_path.insert(0,L())
+"""
+_BOOTSTRAP = BOOTSTRAP_IMPORTER + "import ddtree_agent.main as m;m.main()\n"
+
+
+@cache
+def bundle() -> dict[str, str]:
+    """Return the agent bundle: {"ddtree_agent.<module>": source} of agent/host/*.py."""
+    return wire.bundle_sources(HOST_DIR)
+
+
+@cache
+def agent_version() -> str:
+    """Return the agent version a request carries: the sha256 hex of the bundle."""
+    return wire.bundle_hash(bundle())
 
 
 class Op(BaseModel):
+    """One op of a request: its name and its arguments (a wire.*Args record as a dict)."""
+
     op: str
     args: dict[str, Any] = Field(default_factory=dict)
 
+    @classmethod
+    def of(cls, args: wire.Record) -> Op:
+        """The op whose arguments are `args` (a wire.*Args record), e.g. FactsArgs -> facts.
+
+        Raises KeyError for a record that is no op's arguments.
+        """
+        return cls(op=wire.OP_NAME[type(args)], args=args.to_dict())
+
+    def typed_args(self) -> wire.Record:
+        """The arguments read as this op's wire.*Args record; raises wire.WireError naming
+        the op and the key (unknown op, unknown or missing key)."""
+        return wire.parse_args(self.op, self.args)
+
 
 class AgentRequest(BaseModel):
+    """One round trip: ops run in order on the host, state under `state_dir`.
+
+    agent_version is the controller's bundle hash; an agent built from another bundle
+    refuses the request ("agent version mismatch").
+    """
+
     state_dir: str
     ops: list[Op]
-    agent_version: int = remote.AGENT_VERSION
+    agent_version: str = Field(default_factory=agent_version)
 
 
 class OpResult(BaseModel):
@@ -45,8 +96,15 @@ class OpResult(BaseModel):
     note: str | None = None
     duration_s: float = 0.0
 
+    def data_as(self, record: type[R]) -> R:
+        """Return `data` read as the typed record (e.g. wire_results.Facts); raises
+        wire.WireError naming the op and the key when it does not fit."""
+        return record.from_dict(self.data, f"{self.op} result")
+
 
 class AgentResponse(BaseModel):
+    """The answer to one request: one OpResult per op run; `error` when none could run."""
+
     ok: bool
     results: list[OpResult]
     error: str | None = None
@@ -55,6 +113,21 @@ class AgentResponse(BaseModel):
     def result(self, op: str) -> OpResult | None:
         """The result of the named op, or None if it did not run."""
         return next((r for r in self.results if r.op == op), None)
+
+    def result_as(self, op: str, record: type[R]) -> R | None:
+        """The named op's data read as `record` (also when it halted), or None if the op did
+        not run or failed.
+
+        Raises wire.WireError when the data does not fit the record.
+        """
+        result = self.result(op)
+        if result is None or not result.ok:
+            return None
+        return result.data_as(record)
+
+    def facts(self) -> Facts | None:
+        """The facts op's answer, typed; None if it did not run or failed."""
+        return self.result_as("facts", Facts)
 
     @property
     def failed(self) -> OpResult | None:
@@ -69,9 +142,9 @@ class AgentResponse(BaseModel):
 
 @cache
 def packed_agent() -> bytes:
-    """The first stdin line of an agent process: the compressed agent source."""
-    source = Path(remote.__file__).read_bytes()
-    return base64.b64encode(zlib.compress(source, 9)) + b"\n"
+    """The first stdin line of an agent process: the bundle as base64(zlib(JSON))."""
+    packed = json.dumps(bundle(), sort_keys=True).encode()
+    return base64.b64encode(zlib.compress(packed, 9)) + b"\n"
 
 
 def agent_command(python: str) -> list[str]:
@@ -91,11 +164,11 @@ def encode_request(request: AgentRequest) -> bytes:
 
 def decode_response(host: str, stdout: str, stderr: str, exit_code: int) -> AgentResponse:
     """Pick the framed answer out of stdout; raise AgentError when there is none."""
-    start, end = stdout.rfind(remote.BEGIN), stdout.rfind(remote.END)
+    start, end = stdout.rfind(wire.BEGIN), stdout.rfind(wire.END)
     if start < 0 or end < start:
         tail = (stderr or stdout).strip()[-800:]
         raise AgentError(host, f"agent gave no answer (exit {exit_code}): {tail or 'no output'}")
     try:
-        return AgentResponse.model_validate(json.loads(stdout[start + len(remote.BEGIN) : end]))
+        return AgentResponse.model_validate(json.loads(stdout[start + len(wire.BEGIN) : end]))
     except ValueError as exc:
         raise AgentError(host, f"unreadable agent answer: {exc}") from None

@@ -9,7 +9,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddtree_deploy.agent import apply_unified_diff, sha256_bytes
+from ddtree_deploy.agent.host.pure import apply_unified_diff, sha256_bytes
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset.load import Patchset
 from ddtree_deploy.patchset.models import MAX_FILE_BYTES, FileEntry, Target

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddtree_deploy.agent import Op
-from ddtree_deploy.agent.remote import classify_file
+from ddtree_deploy.agent.host.pure import classify_file
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, unreachable
 from ddtree_deploy.pipeline.restore import restore_backup

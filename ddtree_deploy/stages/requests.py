@@ -1,4 +1,8 @@
-"""Pure builders of the agent ops each stage sends (no I/O)."""
+"""Builders of the agent ops each stage sends: typed wire records, sent as Op dicts.
+
+Every builder is pure (its result depends only on its arguments) except `lock_op`, whose
+pid/controller default to this process and this machine when a caller does not pass them.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ import socket
 from typing import Any
 
 from ddtree_deploy.agent import Op
+from ddtree_deploy.agent.host import wire
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.stages.prepared import PreparedPatchset
+from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
 from ddtree_deploy.stages.serve_file import ServeFile, render_serve_file
 
 RECORD_DIR = "references"  # under the host's state dir: references recorded before restarts
@@ -41,23 +46,48 @@ def plan_serve_file(host: Host, prepared: PreparedPatchset | None) -> ServeFile 
 
 
 def serve_spec(serve: ServeFile | None) -> dict[str, Any] | None:
-    """What the agent's check_plan/backup/install ops need to know of the serve file."""
-    if serve is None:
-        return None
-    return {
-        "path": serve.path,
-        "sha256": serve.sha256,
-        "content_b64": base64.b64encode(serve.content).decode(),
-    }
+    """Return what the agent's check_plan/backup/install ops need to know of the serve file
+    (path, sha256, content as base64), as a dict; None without a serve file."""
+    return _serve_record(serve, with_content=True).to_dict() if serve else None
+
+
+def _serve_record(serve: ServeFile, with_content: bool) -> wire.ServeSpec:
+    """The serve file as a wire.ServeSpec; the bytes only when `with_content`."""
+    content = base64.b64encode(serve.content).decode() if with_content else None
+    return wire.ServeSpec(path=serve.path, sha256=serve.sha256, content_b64=content)
+
+
+def _file_record(f: PreparedFile, with_source: bool) -> wire.FileSpec:
+    """One patchset file as a wire.FileSpec: its sha256s, and (when `with_source`) the diff
+    of a patch or the base64 content of a new file."""
+    diff = content = None
+    if with_source and f.kind == "patch":
+        diff = f.source.decode("utf-8")
+    elif with_source:
+        content = base64.b64encode(f.source).decode()
+    return wire.FileSpec(
+        path=f.path,
+        result_sha256=f.result_sha256,
+        base_sha256=f.base_sha256,
+        upgrade_sha256=tuple(f.upgrade_sha256),
+        diff=diff,
+        content_b64=content,
+    )
 
 
 def facts_op(host: Host, prepared: PreparedPatchset | None) -> Op:
-    paths = prepared.paths if prepared else []
-    package = prepared.package if prepared else "sglang"
-    args: dict[str, Any] = {"paths": paths, "package": package}
+    """Return the facts op: the package and paths of `prepared` (sglang and none without
+    one) and the host's serve file when it runs a service that reads one."""
+    serve_path = None
     if host.service.args_file and host.service.kind != "none":
-        args["serve_path"] = host.service.args_file
-    return Op(op="facts", args=args)
+        serve_path = host.service.args_file
+    return Op.of(
+        wire.FactsArgs(
+            paths=list(prepared.paths) if prepared else [],
+            package=prepared.package if prepared else "sglang",
+            serve_path=serve_path,
+        )
+    )
 
 
 def check_plan_op(
@@ -66,55 +96,69 @@ def check_plan_op(
     break_lock: bool = False,
     serve: ServeFile | None = None,
 ) -> Op:
-    return Op(
-        op="check_plan",
-        args={
-            "run_id": run_id,
-            "break_lock": break_lock,
-            "package": prepared.package,
-            "target_version": prepared.target_version,
-            "files": [
-                f.install_spec() | {"diff": None, "content_b64": None} for f in prepared.files
-            ],
-            "serve": {"path": serve.path, "sha256": serve.sha256} if serve else None,
-        },
+    """Return the check_plan op: the target version and every file's sha256s (no sources),
+    and the serve file's path and sha256. Needs the facts op earlier in the request."""
+    return Op.of(
+        wire.CheckPlanArgs(
+            package=prepared.package,
+            target_version=prepared.target_version,
+            files=[_file_record(f, with_source=False) for f in prepared.files],
+            run_id=run_id,
+            break_lock=break_lock,
+            serve=_serve_record(serve, with_content=False) if serve else None,
+        )
     )
 
 
-def lock_op(run_id: str, holder: str, ttl_s: float, break_lock: bool = False) -> Op:
-    return Op(
-        op="lock_acquire",
-        args={
-            "run_id": run_id,
-            "holder": holder,
-            "pid": os.getpid(),
-            "controller": socket.gethostname(),
-            "ttl_s": ttl_s,
-            "break_lock": break_lock,
-        },
+def lock_op(
+    run_id: str,
+    holder: str,
+    ttl_s: float,
+    break_lock: bool = False,
+    pid: int | None = None,
+    controller: str | None = None,
+) -> Op:
+    """Return the lock_acquire op for run `run_id`, shown to others as `holder`, expiring
+    after `ttl_s` seconds; break_lock replaces a live lock.
+
+    pid/controller identify the controller process and machine (so a later run can tell a
+    dead holder); None means this process / this machine.
+    """
+    return Op.of(
+        wire.LockAcquireArgs(
+            run_id=run_id,
+            holder=holder,
+            pid=os.getpid() if pid is None else pid,
+            controller=socket.gethostname() if controller is None else controller,
+            ttl_s=ttl_s,
+            break_lock=break_lock,
+        )
     )
 
 
 def unlock_op(run_id: str) -> Op:
-    return Op(op="lock_release", args={"run_id": run_id})
+    """Return the lock_release op: drops the lock if `run_id` holds it."""
+    return Op.of(wire.LockReleaseArgs(run_id=run_id))
 
 
 def journal_op(deploy_id: str, state: str, **fields: Any) -> Op:
-    return Op(op="journal", args={"entry": {"deploy_id": deploy_id, "state": state, **fields}})
+    """Return the journal op appending {deploy_id, state, **fields} (the agent adds ts)."""
+    return Op.of(wire.JournalArgs(entry={"deploy_id": deploy_id, "state": state, **fields}))
 
 
 def backup_op(
     deploy_id: str, site: str, prepared: PreparedPatchset, serve: ServeFile | None = None
 ) -> Op:
-    return Op(
-        op="backup",
-        args={
-            "deploy_id": deploy_id,
-            "site_packages": site,
-            "paths": prepared.paths,
-            "patchset": prepared.ref,
-            "serve_path": serve.path if serve else None,
-        },
+    """Return the backup op copying `prepared`'s paths under `site` (site-packages on the
+    host) and the serve file to backups/<deploy_id>."""
+    return Op.of(
+        wire.BackupArgs(
+            deploy_id=deploy_id,
+            site_packages=site,
+            paths=list(prepared.paths),
+            patchset=prepared.ref,
+            serve_path=serve.path if serve else None,
+        )
     )
 
 
@@ -124,21 +168,22 @@ def install_op(
     deploy_id: str | None = None,
     serve: ServeFile | None = None,
 ) -> Op:
-    """Install every file (and the serve file); with deploy_id the agent first re-verifies
-    that deploy's backup."""
-    args: dict[str, Any] = {
-        "site_packages": site,
-        "files": [f.install_spec() for f in prepared.files],
-        "serve": serve_spec(serve),
-    }
-    if deploy_id:
-        args["deploy_id"] = deploy_id
-    return Op(op="install", args=args)
+    """Return the install op writing every file of `prepared` under `site` (and the serve
+    file); with deploy_id the agent first re-verifies that deploy's backup."""
+    return Op.of(
+        wire.InstallArgs(
+            site_packages=site,
+            files=[_file_record(f, with_source=True) for f in prepared.files],
+            serve=_serve_record(serve, with_content=True) if serve else None,
+            deploy_id=deploy_id or None,
+        )
+    )
 
 
 def compile_op(site: str, prepared: PreparedPatchset) -> Op:
+    """Return the compile op byte-compiling the .py files of `prepared` under `site`."""
     paths = [p for p in prepared.paths if p.endswith(".py")]
-    return Op(op="compile", args={"site_packages": site, "paths": paths})
+    return Op.of(wire.CompileArgs(site_packages=site, paths=paths))
 
 
 def smoke_op(
@@ -150,10 +195,12 @@ def smoke_op(
     names: tuple[str, ...] | list[str] | None = None,
     mode: str = "verify",
 ) -> Op:
-    """One op running the named suite scripts (default: all in sources) with the host's python.
+    """Return one op running the named suite scripts (default: all in `sources`) with the
+    host's python, each for at most `timeout_s` seconds.
 
-    mode: "verify" (check the running server) or "record" (the `server` suite records the
-    target's greedy reference from the server still running before a restart).
+    sources: {suite name: script source} plus {"helper.py": source} support modules shipped
+    beside them. mode: "verify" (check the running server) or "record" (the `server` suite
+    records the target's greedy reference from the server still running before a restart).
     """
     common = {
         "package": prepared.package,
@@ -169,12 +216,12 @@ def smoke_op(
         },
     }
     suites = [
-        {"name": name, "source": src, "input": common | {"suite": name}, "timeout_s": timeout_s}
+        wire.SmokeSuite(name=name, source=src, input=common | {"suite": name}, timeout_s=timeout_s)
         for name, src in sources.items()
         if not name.endswith(".py") and (names is None or name in names)
     ]
     support = {name: src for name, src in sources.items() if name.endswith(".py")}
-    return Op(op="smoke", args={"suites": suites, "support": support})
+    return Op.of(wire.SmokeArgs(suites=suites, support=support))
 
 
 def server_options(host: Host, prepared: PreparedPatchset) -> dict[str, Any]:
@@ -220,21 +267,34 @@ def lossless_options(host: Host, prepared: PreparedPatchset, mode: str) -> dict[
 
 
 def service_ops(host: Host) -> list[tuple[str, Op]]:
-    """restart + health for hosts with a service; nothing for kind = "none"."""
+    """Return restart + health (stage name, op) pairs for a host with a service; nothing
+    for kind = "none". Commands travel as argv lists: no shell on the host."""
     if host.service.kind == "none":
         return []
-    service = host.service.model_dump()
-    for action in ("start", "stop", "status"):
-        service[action] = host.service.argv(action)  # argv lists: no shell on the host
+    spec = host.service
+    service = wire.Service(
+        kind=spec.kind,
+        unit=spec.unit,
+        start=spec.argv("start"),
+        stop=spec.argv("stop"),
+        status=spec.argv("status"),
+        log_file=spec.log_file,
+        args_file=spec.args_file,
+        health_url=spec.health_url,
+        ready_timeout_s=spec.ready_timeout_s,
+        poll_interval_s=spec.poll_interval_s,
+    )
     return [
-        ("restart", Op(op="restart", args={"service": service})),
-        ("health", Op(op="health", args={"service": service})),
+        ("restart", Op.of(wire.RestartArgs(service=service))),
+        ("health", Op.of(wire.HealthArgs(service=service))),
     ]
 
 
 def restore_op(deploy_id: str) -> Op:
-    return Op(op="restore", args={"deploy_id": deploy_id})
+    """Return the restore op putting back the backup of `deploy_id`."""
+    return Op.of(wire.RestoreArgs(deploy_id=deploy_id))
 
 
 def prune_op(keep: int) -> Op:
-    return Op(op="prune", args={"keep": keep})
+    """Return the prune op keeping the newest `keep` backups."""
+    return Op.of(wire.PruneArgs(keep=keep))

@@ -19,7 +19,7 @@ import paramiko
 from fabric import Connection
 
 from ddtree_deploy.agent import agent_shell_line, packed_agent
-from ddtree_deploy.agent.remote import END
+from ddtree_deploy.agent.host.wire import END
 from ddtree_deploy.errors import HostKeyError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport

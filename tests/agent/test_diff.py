@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ddtree_deploy.agent import apply_unified_diff
+from ddtree_deploy.agent.host.pure import apply_unified_diff
 
 
 def gnu_diff(tmp_path, old: str, new: str) -> str:
@@ -63,3 +63,25 @@ def test_refuses_offset_hunks():
 def test_refuses_garbage():
     with pytest.raises(ValueError, match="no hunks"):
         apply_unified_diff("x\n", "not a diff\n")
+
+
+def test_refuses_a_truncated_diff_by_its_hunk_counts():
+    """A diff cut short still matches its context; the header's line counts give it away."""
+    diff = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n"
+    assert apply_unified_diff("one\ntwo\nthree\n", diff) == "one\nTWO\nthree\n"
+    with pytest.raises(ValueError, match=r"diff line 3: .* 3 old and 3 new .* 2 and 2 .*trunc"):
+        apply_unified_diff("one\ntwo\nthree\n", diff[: diff.rindex(" three")])
+    short_header = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-one\n+ONE\n"  # counts default to 1
+    assert apply_unified_diff("one\n", short_header) == "ONE\n"
+    insert_at_top = "--- a/f\n+++ b/f\n@@ -0,0 +1 @@\n+zero\n"
+    assert apply_unified_diff("one\n", insert_at_top) == "zero\none\n"
+
+
+def test_classify_file_names_where_a_file_stands():
+    from ddtree_deploy.agent.host.pure import classify_file, sha256_bytes, sha256_file
+
+    assert [classify_file(c, "b", "r", ("u",)) for c in ("r", "b", "u", "x", None)] == [
+        "unchanged", "pending", "upgrade", "drifted", "drifted"
+    ]  # fmt: skip
+    assert sha256_file("/no/such/file") is None
+    assert sha256_bytes(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

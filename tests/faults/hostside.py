@@ -3,8 +3,9 @@ session, fill or freeze a directory, make the service fail its next start; and r
 what the host looks like from inside its own mount namespace.
 
 The pause works through a stand-in for the host's python (`/srv/service/holdpy`): it runs
-the real agent source it is sent, wrapping one op so that the first call of it waits for
-the test. Everything the agent does (SIGHUP, locks, writes) is the real thing.
+the real bootstrap importer on the bundle it is sent, then wraps one op in
+`ddtree_agent.main.OPS` so that the first call of it waits for the test. Everything the
+agent does (SIGHUP, locks, writes) is the real thing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import time
 from pathlib import Path
 
+from ddtree_deploy.agent.protocol import BOOTSTRAP_IMPORTER
 from ddtree_sandbox.processes import find_children, read_cmdline
 
 HOST_PYTHON = "/srv/venv/bin/python"
@@ -24,23 +26,22 @@ STATE_DIR = "/var/lib/ddtree-deploy"
 SERVICE = "/srv/service"
 
 HOLDPY = f"""#!{HOST_PYTHON}
-import base64, json, os, sys, time, zlib
+import json, os, sys, time
 HOLD, PAUSED, GO = "{SERVICE}/hold.json", "{SERVICE}/hold.paused", "{SERVICE}/hold.go"
 if sys.argv[1:2] != ["-c"]:
     os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
-source = zlib.decompress(base64.b64decode(sys.stdin.readline()))
-ns = {{"__name__": "ddtree_agent_held"}}
-exec(compile(source, "ddtree-agent", "exec"), ns)
+exec({BOOTSTRAP_IMPORTER!r})  # the real first stage: the bundle, importable as ddtree_agent
+import ddtree_agent.main as agent
 try:
     with open(HOLD) as fh:
         hold = json.load(fh)
 except (OSError, ValueError):
     hold = None
 if hold:
-    real = ns["OPS"][hold["op"]]
+    real = agent.OPS[hold["op"]]
 
     def held(ctx, args):
-        state = (args.get("entry") or {{}}).get("state")
+        state = (getattr(args, "entry", None) or {{}}).get("state")
         if hold.get("state") in (None, state) and os.path.exists(HOLD):
             os.unlink(HOLD)
             with open(PAUSED, "w") as fh:
@@ -50,8 +51,8 @@ if hold:
                 time.sleep(0.05)
         return real(ctx, args)
 
-    ns["OPS"][hold["op"]] = held
-ns["main"]()
+    agent.OPS[hold["op"]] = held
+agent.main()
 """
 
 FAULTY_START = f"""import json, subprocess, sys, time

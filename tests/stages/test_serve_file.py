@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from ddtree_deploy.agent import remote
 from ddtree_deploy.inventory.models import Host, ServiceSpec
 from ddtree_deploy.patchset.models import ServeConfig
 from ddtree_deploy.stages.requests import plan_serve_file, serve_spec
@@ -24,6 +20,7 @@ from ddtree_deploy.stages.serve_file import (
     render_serve_file,
     split_flags,
 )
+from tests.agent.bare import run_agent
 
 PATCHSET_ARGS = ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "8"]
 HOST_ARGS = ["--model-path", "/m", "--port", "30000", "--speculative-ddtree-budget", "4"]
@@ -96,15 +93,8 @@ def test_a_host_without_args_file_is_refused_naming_host_and_key():
 
 
 def agent(state_dir: Path, *ops: tuple[str, dict]) -> dict:
-    """One request to a bare `python3 remote.py` agent process; its answer."""
-    request = {"agent_version": remote.AGENT_VERSION, "state_dir": str(state_dir),
-               "ops": [{"op": op, "args": args} for op, args in ops]}  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, remote.__file__], input=json.dumps(request) + "\n",
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    lines = done.stdout.splitlines()
-    return json.loads(lines[lines.index(remote.BEGIN) + 1])
+    """One request to a bare `python3 -c` agent process (the real bundle); its answer."""
+    return run_agent(state_dir, *ops)
 
 
 def test_agent_backs_up_installs_and_restores_the_serve_file_byte_for_byte(tmp_path):

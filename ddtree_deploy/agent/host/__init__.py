@@ -2,5 +2,17 @@
 
 Every module here imports only the standard library and its siblings (relative imports),
 so the set can travel as one payload and be imported on the host under `ddtree_agent`.
-The controller imports `wire` (the protocol both sides share) and nothing else from here.
+The controller imports the protocol both sides share (`wire`, `wire_results`, `record`)
+and the pure helpers (`pure`); the ops and `main` run only on the host.
+
+    wire.py          framing, result codes, OpFailed/OpHalt, typed op arguments, bundle hash
+    wire_results.py  typed results: Facts, PlanResult, BackupResult, SmokeResult
+    record.py        the Record base: strict from_dict, plain to_dict
+    pure.py          sha256, classify_file, apply_unified_diff
+    files.py         atomic writes, journal appends, pycache removal, path checks
+    state.py         Ctx, journal, lock record, backups list, the installed distribution
+    ops_plan.py      facts, check_plan, lock_acquire/lock_release, journal
+    ops_files.py     backup, install, compile, restore, prune
+    ops_service.py   restart, health, smoke
+    main.py          OPS table, flock, handle/run_ops, the stdin loop
 """

@@ -1,8 +1,8 @@
-"""The agent protocol both sides share: framing sentinels and result codes, defined once.
+"""The agent protocol both sides share: framing, result codes and typed op records.
 
 Stdlib only (the host's python may be as old as 3.8): the controller's pydantic envelope
-(`agent/protocol.py`) and the host's ops both use these names, so a code cannot be spelled
-two ways.
+(`agent/protocol.py`) and the host's ops both use these names, so a code or an argument
+cannot be spelled two ways.
 
 A result is one of three things:
 - ok: the op did its work; the next op runs.
@@ -10,12 +10,24 @@ A result is one of three things:
   later ops are skipped and the request still succeeds. Mitogen's CallChain cancels the
   rest of a chain the same way, without calling it an error.
 - failed: the op could not do its work; later ops are skipped; `code` says why.
+
+Every op's arguments are one dataclass below (`OP_ARGS` maps the op name to it), and the
+results the controller reads as data have one too (`wire_results.py`). `from_dict` is
+strict: an unknown or missing key is a `WireError` naming the op and the key.
 """
 
+import dataclasses
+import hashlib
+import json
+import os
 from enum import Enum
+from typing import Any, Dict, List, Optional, Tuple
+
+from .record import Record, WireError  # noqa: F401 - WireError is part of this protocol
 
 BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
 END = "<<<DDTREE-AGENT-END>>>"
+BUNDLE_PACKAGE = "ddtree_agent"  # the host imports the bundle's modules under this name
 
 
 class Code(str, Enum):
@@ -37,9 +49,250 @@ class Code(str, Enum):
     VERIFY_FAILED = "verify_failed"
     COMPILE_FAILED = "compile_failed"
     SMOKE_FAILED = "smoke_failed"
+    # the service
+    RESTART_FAILED = "restart_failed"
+    UNHEALTHY = "unhealthy"
     # restore
     NO_BACKUP = "no_backup"
     BACKUP_UNREADABLE = "backup_unreadable"
     RESTORE_FAILED = "restore_failed"
+    # a request the agent cannot read (a controller bug): unknown op, unknown/missing key
+    BAD_ARGS = "bad_args"
     # anything the op did not expect: a bug or a broken host, with its traceback as data
     EXCEPTION = "exception"
+
+
+class OpFailed(Exception):
+    """An expected failure of one op: `code` (a Code) says why, `data` travels back."""
+
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code, self.data = Code(code), data or {}
+
+
+class OpHalt(OpFailed):
+    """The op succeeded and nothing further is needed: later ops are skipped, the request
+    stays ok."""
+
+
+def bundle_sources(directory):
+    """Return {"ddtree_agent.<module>": source text} of every host module in `directory`.
+
+    The bundle is every `*.py` there except `__init__.py` (the host's bootstrap makes the
+    package module itself). Raises OSError when the directory cannot be read.
+    """
+    sources = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".py") and name != "__init__.py":
+            with open(os.path.join(directory, name), encoding="utf-8") as fh:
+                sources[BUNDLE_PACKAGE + "." + name[:-3]] = fh.read()
+    return sources
+
+
+def bundle_hash(sources):
+    """Return the agent version: sha256 hex of the bundle's {module name: source} (sorted)."""
+    return hashlib.sha256(json.dumps(sources, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+# --- op arguments ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSpec(Record):
+    """One patchset file: where it goes (relative to site-packages) and its sha256s.
+
+    A patch carries `diff` (unified diff text), a new file `content_b64`; check_plan gets
+    neither. `upgrade_sha256`: results of other locked versions, so an upgrade is no drift.
+    """
+
+    OMIT_IF_NONE = ("diff", "content_b64")
+    path: str
+    result_sha256: str
+    base_sha256: Optional[str] = None
+    upgrade_sha256: Tuple[str, ...] = ()
+    diff: Optional[str] = None
+    content_b64: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSpec(Record):
+    """The serve file a push writes: absolute path, sha256 of the new bytes, the bytes
+    (base64; None where the op only compares hashes)."""
+
+    path: str
+    sha256: Optional[str]
+    content_b64: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Service(Record):
+    """How the host's server restarts and answers health checks (argv lists, no shell)."""
+
+    kind: str
+    unit: Optional[str] = None
+    start: Optional[List[str]] = None
+    stop: Optional[List[str]] = None
+    status: Optional[List[str]] = None
+    log_file: Optional[str] = None
+    args_file: Optional[str] = None
+    health_url: str = "http://127.0.0.1:30000/health_generate"
+    ready_timeout_s: float = 600.0
+    poll_interval_s: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeSuite(Record):
+    """One suite script (its source), the JSON it reads on stdin, its time limit."""
+
+    name: str
+    source: str
+    input: Dict[str, Any]
+    timeout_s: float = 600
+
+
+@dataclasses.dataclass(frozen=True)
+class FactsArgs(Record):
+    """facts: the package to look up, the paths to hash, the serve file to read."""
+
+    paths: List[str] = dataclasses.field(default_factory=list)
+    package: str = "sglang"
+    serve_path: Optional[str] = None
+    journal_lines: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckPlanArgs(Record):
+    """check_plan: what a push would change, judged against the facts op's answer."""
+
+    NESTED = (("files", FileSpec, "list"), ("serve", ServeSpec, "one"))
+    package: str
+    target_version: Optional[str]
+    files: List[FileSpec]
+    run_id: Optional[str] = None
+    break_lock: bool = False
+    serve: Optional[ServeSpec] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LockAcquireArgs(Record):
+    """lock_acquire: who takes the host lock (run, holder text, pid and controller host)
+    and for how long (ttl_s, seconds)."""
+
+    run_id: str
+    holder: str
+    pid: Optional[int] = None
+    controller: Optional[str] = None
+    ttl_s: float = 3600.0
+    break_lock: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LockReleaseArgs(Record):
+    """lock_release: the run whose lock to drop (another run's lock is left alone)."""
+
+    run_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class JournalArgs(Record):
+    """journal: one entry to append (deploy_id, state and free-form fields)."""
+
+    entry: Dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class BackupArgs(Record):
+    """backup: the files (relative to site_packages) and serve file to copy aside."""
+
+    deploy_id: str
+    site_packages: str
+    paths: List[str]
+    patchset: Optional[str] = None
+    serve_path: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class InstallArgs(Record):
+    """install: the files to write; with deploy_id its backup is re-verified first."""
+
+    NESTED = (("files", FileSpec, "list"), ("serve", ServeSpec, "one"))
+    site_packages: str
+    files: List[FileSpec]
+    serve: Optional[ServeSpec] = None
+    deploy_id: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileArgs(Record):
+    """compile: the .py files (relative to site_packages) to byte-compile."""
+
+    site_packages: str
+    paths: List[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreArgs(Record):
+    """restore: the deploy whose backup to put back."""
+
+    deploy_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartArgs(Record):
+    """restart: the service, and the limit per command (timeout_s, seconds)."""
+
+    NESTED = (("service", Service, "one"),)
+    service: Service
+    timeout_s: float = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthArgs(Record):
+    """health: the service to poll; force polls even a kind = "none" service."""
+
+    NESTED = (("service", Service, "one"),)
+    service: Service
+    force: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeArgs(Record):
+    """smoke: the suites to run, and support modules ({file name: source}) beside them."""
+
+    NESTED = (("suites", SmokeSuite, "list"),)
+    suites: List[SmokeSuite]
+    support: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class PruneArgs(Record):
+    """prune: how many backups to keep."""
+
+    keep: int = 5
+
+
+OP_ARGS = {
+    "facts": FactsArgs,
+    "check_plan": CheckPlanArgs,
+    "lock_acquire": LockAcquireArgs,
+    "lock_release": LockReleaseArgs,
+    "journal": JournalArgs,
+    "backup": BackupArgs,
+    "install": InstallArgs,
+    "compile": CompileArgs,
+    "restore": RestoreArgs,
+    "restart": RestartArgs,
+    "health": HealthArgs,
+    "smoke": SmokeArgs,
+    "prune": PruneArgs,
+}
+
+OP_NAME = {record: op for op, record in OP_ARGS.items()}
+
+
+def parse_args(op, raw):
+    """Return the typed arguments of op `op` from its JSON object; raises WireError naming
+    the op and the key (unknown op, unknown key, missing key)."""
+    if op not in OP_ARGS:
+        raise WireError("unknown op %r" % (op,))
+    return OP_ARGS[op].from_dict(raw, "op %r args" % op)

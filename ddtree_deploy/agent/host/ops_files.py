@@ -1,0 +1,244 @@
+"""The ops that change files in site-packages: backup, install, compile, restore, prune."""
+
+import base64
+import json
+import os
+import shutil
+
+from .files import check_serve_path, clear_pycache, now_utc, safe_join, write_atomic
+from .pure import apply_unified_diff, sha256_bytes, sha256_file
+from .state import deploy_states, list_backups, read_journal
+from .wire import Code, OpFailed
+from .wire_results import BackupResult
+
+
+def op_backup(ctx, args):
+    """Copy the originals (or note their absence) under backups/<deploy_id>, verify the
+    copies, and return BackupResult.
+
+    Every directory of the backup is 0700 and every file 0600 (umask 077 while it runs:
+    makedirs applies its mode to the last directory only). Raises OpFailed (unsafe_path,
+    backup_corrupt) and OSError (an existing backup dir, a full disk).
+    """
+    umask = os.umask(0o077)
+    try:
+        return _backup(ctx, args)
+    finally:
+        os.umask(umask)
+
+
+def _backup(ctx, args):
+    """op_backup without the umask."""
+    ctx.ensure_state_dir()
+    site = args.site_packages
+    root = os.path.join(ctx.backups_dir, args.deploy_id)
+    os.makedirs(os.path.join(root, "files"), mode=0o700)
+    manifest = {
+        "deploy_id": args.deploy_id,
+        "created": now_utc(),
+        "site_packages": site,
+        "patchset": args.patchset,
+        "files": {},
+    }
+    for rel in args.paths:
+        full = safe_join(site, rel)
+        if not os.path.exists(full):
+            manifest["files"][rel] = {"existed": False}
+            continue
+        with open(full, "rb") as fh:
+            data = fh.read()
+        write_atomic(os.path.join(root, "files", rel), data, 0o600)
+        mode = os.stat(full).st_mode & 0o7777
+        manifest["files"][rel] = {"existed": True, "sha256": sha256_bytes(data), "mode": mode}
+    if args.serve_path:
+        manifest["serve"] = _backup_serve(root, check_serve_path(args.serve_path))
+    write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest).encode(), 0o600)
+    _verify_backup(root, manifest)
+    return BackupResult(backup=root, files=len(manifest["files"]))
+
+
+def _backup_serve(root, path):
+    """Copy the serve file to <backup>/serve; return its manifest entry."""
+    if not os.path.exists(path):
+        return {"path": path, "existed": False}
+    with open(path, "rb") as fh:
+        data = fh.read()
+    write_atomic(os.path.join(root, "serve"), data, 0o600)
+    mode = os.stat(path).st_mode & 0o7777
+    return {"path": path, "existed": True, "sha256": sha256_bytes(data), "mode": mode}
+
+
+def _check_backup(ctx, deploy_id, paths, serve_path=None):
+    """Raise OpFailed(backup_corrupt) unless backups/<deploy_id> has a manifest covering
+    `paths` (and the serve file) whose copies match it."""
+    root = os.path.join(ctx.backups_dir, deploy_id)
+    try:
+        with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (OSError, ValueError) as exc:
+        message = "backup %s unreadable: %s" % (deploy_id, exc)
+        raise OpFailed(Code.BACKUP_CORRUPT, message) from None
+    missing = sorted(set(paths) - set(manifest["files"]))
+    if serve_path and (manifest.get("serve") or {}).get("path") != serve_path:
+        missing.append(serve_path)
+    if missing:
+        message = "backup %s lacks %s" % (deploy_id, ", ".join(missing))
+        raise OpFailed(Code.BACKUP_CORRUPT, message)
+    _verify_backup(root, manifest)
+
+
+def _verify_backup(root, manifest):
+    """Raise OpFailed(backup_corrupt) when a copy under `root` differs from the manifest."""
+    for rel, info in manifest["files"].items():
+        if info["existed"] and sha256_file(os.path.join(root, "files", rel)) != info["sha256"]:
+            message = "backup copy of %s does not match its manifest" % rel
+            raise OpFailed(Code.BACKUP_CORRUPT, message)
+    serve = manifest.get("serve")
+    if serve and serve["existed"] and sha256_file(os.path.join(root, "serve")) != serve["sha256"]:
+        raise OpFailed(Code.BACKUP_CORRUPT, "backup copy of %s does not match" % serve["path"])
+
+
+def op_install(ctx, args):
+    """Compute every new file, check it against the lock, then replace the files
+    atomically; return {"installed": [paths written]}.
+
+    Nothing is written unless every file computes to its result sha256. Raises OpFailed:
+    backup_corrupt, unsafe_path, drift, patch_failed, result_mismatch, verify_failed.
+    """
+    site, planned, serve = args.site_packages, [], args.serve
+    if args.deploy_id:  # the backup must still be good before the first write
+        paths = [spec.path for spec in args.files]
+        _check_backup(ctx, args.deploy_id, paths, serve and serve.path)
+    for spec in args.files:
+        full = safe_join(site, spec.path)
+        current = sha256_file(full)
+        if current == spec.result_sha256:
+            continue
+        if current != spec.base_sha256 and current not in spec.upgrade_sha256:
+            raise OpFailed(Code.DRIFT, "%s: base changed since preflight" % spec.path)
+        planned.append((full, spec.path, _new_bytes(full, spec)))
+    for full, _rel, data in planned:
+        mode = os.stat(full).st_mode & 0o7777 if os.path.exists(full) else 0o644
+        write_atomic(full, data, mode)
+        clear_pycache(full)
+    if serve and sha256_file(check_serve_path(serve.path)) != serve.sha256:
+        data = base64.b64decode(serve.content_b64)
+        if sha256_bytes(data) != serve.sha256:
+            message = "%s: content differs from its sha256" % serve.path
+            raise OpFailed(Code.RESULT_MISMATCH, message)
+        # A new serve file may hold an api key: owner-only unless one existed before.
+        mode = os.stat(serve.path).st_mode & 0o7777 if os.path.exists(serve.path) else 0o600
+        write_atomic(serve.path, data, mode)
+        planned.append((serve.path, serve.path, data))
+    wrong = [rel for full, rel, data in planned if sha256_file(full) != sha256_bytes(data)]
+    if wrong:
+        raise OpFailed(Code.VERIFY_FAILED, "installed files differ from lock", {"files": wrong})
+    return {"installed": [rel for _, rel, _ in planned]}
+
+
+def _new_bytes(full, spec):
+    """Return the new bytes of one file (diff applied to the file at `full`, or the
+    content); raises OpFailed(patch_failed | result_mismatch)."""
+    if spec.diff is not None:
+        with open(full, encoding="utf-8", newline="") as fh:
+            base_text = fh.read()
+        try:
+            data = apply_unified_diff(base_text, spec.diff).encode("utf-8")
+        except ValueError as exc:
+            raise OpFailed(Code.PATCH_FAILED, "%s: %s" % (spec.path, exc)) from None
+    else:
+        data = base64.b64decode(spec.content_b64)
+    if sha256_bytes(data) != spec.result_sha256:
+        message = "%s: result sha256 differs from lock" % spec.path
+        raise OpFailed(Code.RESULT_MISMATCH, message)
+    return data
+
+
+def op_compile(ctx, args):
+    """py_compile each of args.paths; return {"compiled": count}. Raises
+    OpFailed(compile_failed) with {path: error} as data, or unsafe_path."""
+    import py_compile
+
+    errors = {}
+    for rel in args.paths:
+        full = safe_join(args.site_packages, rel)
+        try:
+            py_compile.compile(full, doraise=True)
+        except py_compile.PyCompileError as exc:
+            errors[rel] = str(exc.msg).strip()[-2000:]
+    if errors:
+        raise OpFailed(Code.COMPILE_FAILED, "py_compile failed: " + ", ".join(errors), errors)
+    return {"compiled": len(args.paths)}
+
+
+def op_restore(ctx, args):
+    """Put every file of a backup back (or remove it if it did not exist), then verify;
+    return {"files": {path: "restored"}, "backup": dir}.
+
+    A file already at its original bytes is left alone, so a restore after a failure that
+    changed nothing needs no free space and no write access. Each backup copy is checked
+    against the manifest before it is written back. Raises OpFailed: no_backup,
+    backup_unreadable, restore_failed (data: the state of every file).
+    """
+    root = os.path.join(ctx.backups_dir, args.deploy_id)
+    try:
+        with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except FileNotFoundError:
+        raise OpFailed(Code.NO_BACKUP, "no backup %s" % args.deploy_id) from None
+    except (OSError, ValueError) as exc:
+        message = "backup %s: %s" % (args.deploy_id, exc)
+        raise OpFailed(Code.BACKUP_UNREADABLE, message) from None
+    site, states = manifest["site_packages"], {}
+    for rel, info in manifest["files"].items():
+        full = safe_join(site, rel)
+        states[rel] = _restore_one(full, os.path.join(root, "files", rel), info)
+    if manifest.get("serve"):
+        serve = manifest["serve"]
+        path = check_serve_path(serve["path"])
+        states[serve["path"]] = _restore_one(path, os.path.join(root, "serve"), serve, False)
+    bad = {rel: s for rel, s in states.items() if s != "restored"}
+    if bad:
+        raise OpFailed(Code.RESTORE_FAILED, "some files were not restored", {"files": states})
+    return {"files": states, "backup": root}
+
+
+def _restore_one(full, copy, info, is_module=True):
+    """Put one file back from its backup `copy` as `info` (its manifest entry) says;
+    return its state: restored, backup copy corrupt, differs from backup, error: ..."""
+    wanted = info.get("sha256") if info["existed"] else None
+    if sha256_file(full) == wanted:
+        return "restored"
+    try:
+        if info["existed"]:
+            with open(copy, "rb") as fh:
+                data = fh.read()
+            if sha256_bytes(data) != wanted:
+                return "backup copy corrupt"
+            write_atomic(full, data, info["mode"])
+        else:
+            os.unlink(full)
+        if is_module:
+            try:
+                clear_pycache(full)
+            except OSError:
+                pass  # a stale .pyc is ignored by Python: its source mtime/size no longer match
+    except OSError as exc:
+        return "error: %s" % exc
+    return "restored" if sha256_file(full) == wanted else "differs from backup"
+
+
+def op_prune(ctx, args):
+    """Keep the newest args.keep backups, never removing one whose deploy is still
+    `installing`; return {"removed": [deploy ids], "kept": [deploy ids]}."""
+    states = deploy_states(read_journal(ctx))
+    backups = list_backups(ctx)  # deploy ids sort by time: they start with a UTC stamp
+    removable = [b for b in backups if states.get(b["deploy_id"], {}).get("state") != "installing"]
+    keep = int(args.keep)
+    doomed = removable[: max(0, len(removable) - keep)]
+    for b in doomed:
+        shutil.rmtree(os.path.join(ctx.backups_dir, b["deploy_id"]))
+    return {
+        "removed": [b["deploy_id"] for b in doomed],
+        "kept": [b["deploy_id"] for b in backups if b not in doomed],
+    }

@@ -1,0 +1,219 @@
+"""The ops that look before anything changes: facts, check_plan; and the host lock and
+journal that guard and record a change."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from .files import append_line, check_serve_path, now_utc, safe_join
+from .pure import classify_file, sha256_bytes, sha256_file
+from .state import (
+    UNFINISHED,
+    deploy_states,
+    find_distribution,
+    list_backups,
+    read_journal,
+    read_lock,
+)
+from .wire import Code, OpFailed, OpHalt
+from .wire_results import Facts, FileFacts, PlanResult, ServeFound
+
+SERVE_MAX_BYTES = 65536  # the most of the serve file facts read back
+GPU_QUERY_TIMEOUT_S = 20
+
+
+def op_facts(ctx, args):
+    """Return Facts: python, installed package version, hashes of args.paths, free disk
+    (bytes), GPUs, lock, journal tail, unfinished deploys, backups, the serve file."""
+    dist = find_distribution(args.package)
+    site = str(dist.locate_file("")) if dist else None
+    record = _record_hashes(dist, set(args.paths))
+    files = {}
+    for rel in args.paths:
+        sha, unsafe = None, None
+        try:
+            full = safe_join(site, rel) if site else None
+            sha = sha256_file(full) if full else None
+        except OpFailed as exc:  # a symlink leading outside: check_plan refuses it
+            unsafe = str(exc)
+        files[rel] = FileFacts(sha256=sha, record_sha256=record.get(rel), unsafe=unsafe)
+    probe = ctx.state_dir
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe) or "/"
+    entries = read_journal(ctx)
+    deploys = list(deploy_states(entries).values())
+    return Facts(
+        serve=_read_serve(args.serve_path),
+        python=sys.version.split()[0],
+        executable=sys.executable,
+        hostname=os.uname().nodename,
+        agent_pid=os.getpid(),
+        site_packages=site,
+        package_version=dist.version if dist else None,
+        files=files,
+        state_dir_free_bytes=shutil.disk_usage(probe).free,
+        gpus=_gpus(),
+        lock=read_lock(ctx),
+        journal_tail=entries[-int(args.journal_lines) :],
+        deploys=deploys[-50:],
+        pending=[d for d in deploys if d.get("state") in UNFINISHED],
+        backups=list_backups(ctx),
+    )
+
+
+def _record_hashes(dist, wanted):
+    """Return {path: sha256 hex} from the distribution's RECORD for the wanted paths."""
+    record = {}
+    if dist and dist.files:
+        for f in dist.files:
+            if str(f) in wanted and f.hash:
+                raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+                record[str(f)] = raw.hex()
+    return record
+
+
+def _read_serve(path):
+    """Return the serve file as found (ServeFound), or None when no path is given.
+
+    Raises OpFailed(unsafe_path) for a relative path or one with `..`.
+    """
+    if not path:
+        return None
+    check_serve_path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(SERVE_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return ServeFound(path=path, sha256=None, text=None)
+    except OSError as exc:
+        return ServeFound(path=path, sha256=None, text=None, error=str(exc))
+    text = data[:SERVE_MAX_BYTES].decode("utf-8", "replace")
+    return ServeFound(path=path, sha256=sha256_bytes(data), text=text)
+
+
+def _gpus():
+    """Return the `GPU n: ...` lines of `nvidia-smi -L` ([] without nvidia-smi)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run(
+            [exe, "-L"], capture_output=True, text=True, timeout=GPU_QUERY_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU")]
+
+
+def op_check_plan(ctx, args):
+    """Return PlanResult (state per path), or refuse before locking: locked, unfinished
+    deploy, wrong version, unsafe path, drift.
+
+    Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
+    idempotent re-push costs one round trip. Needs the facts op earlier in the request.
+    """
+    facts = ctx.outputs["facts"]
+    held = facts.lock
+    if held and held.get("run_id") != args.run_id and not args.break_lock:
+        if held.get("expires_epoch", 0) >= time.time():  # a live run's deploy is not "pending"
+            raise OpFailed(Code.LOCKED, "host locked by %s" % held.get("holder"), {"lock": held})
+    pending = [d.get("deploy_id") for d in facts.pending]
+    if pending:
+        raise OpFailed(Code.PENDING_RECOVERY, "unfinished deploy %s: run `recover`" % pending[-1])
+    if facts.package_version != args.target_version:
+        raise OpFailed(
+            Code.VERSION_MISMATCH,
+            "installed %s is %s, patchset targets %s"
+            % (args.package, facts.package_version, args.target_version),
+        )
+    unsafe = [f.unsafe for f in facts.files.values() if f.unsafe]
+    if unsafe:
+        raise OpFailed(Code.UNSAFE_PATH, "; ".join(unsafe))
+    states = {}
+    for spec in args.files:
+        current = facts.files[spec.path].sha256
+        states[spec.path] = classify_file(
+            current, spec.base_sha256, spec.result_sha256, spec.upgrade_sha256
+        )
+    if args.serve:  # operator-owned config: any content is backed up, never "drifted"
+        current = sha256_file(check_serve_path(args.serve.path))
+        states[args.serve.path] = "unchanged" if current == args.serve.sha256 else "pending"
+    drifted = sorted(p for p, st in states.items() if st == "drifted")
+    if drifted:
+        message = "base files differ from the lock: " + ", ".join(drifted)
+        raise OpFailed(Code.DRIFT, message, {"files": states})
+    if all(st == "unchanged" for st in states.values()):
+        raise OpHalt(Code.NO_CHANGES, "already at the target result hashes", {"files": states})
+    return PlanResult(files=states)
+
+
+def op_lock_acquire(ctx, args):
+    """Take the host lock; return {"lock": record} (plus "reentered" for our own run).
+
+    Created atomically (O_EXCL); an expired or break_lock'd lock is replaced (the old record
+    kept under "replaced"), but only while this agent holds the state dir's flock. Raises
+    OpFailed: locked (held by a live run, or another agent works here),
+    state_dir_unwritable (the record could not be written, e.g. a full disk).
+    """
+    ctx.ensure_state_dir()
+    now = time.time()
+    record = {
+        "run_id": args.run_id,
+        "holder": args.holder,
+        "pid": args.pid,
+        "controller": args.controller,
+        "started": now_utc(),
+        "expires_epoch": now + float(args.ttl_s),
+    }
+    for _ in range(2):
+        try:
+            fd = os.open(ctx.lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            held = read_lock(ctx) or {}
+            if held.get("run_id") == args.run_id:
+                return {"lock": held, "reentered": True}
+            if args.break_lock or held.get("expires_epoch", 0) < now:
+                if not ctx.flock_held:  # another agent works here: replacing could race it
+                    message = "another agent is still working here; lock of %s kept" % (
+                        held.get("holder"),
+                    )
+                    raise OpFailed(Code.LOCKED, message, {"lock": held}) from None
+                os.unlink(ctx.lock_path)
+                record["replaced"] = held
+                continue
+            message = "host locked by %s" % held.get("holder")
+            raise OpFailed(Code.LOCKED, message, {"lock": held}) from None
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # full disk: leave no empty lock file behind
+            os.unlink(ctx.lock_path)
+            message = "cannot write %s: %s" % (ctx.lock_path, exc)
+            raise OpFailed(Code.STATE_DIR_UNWRITABLE, message) from None
+        return {"lock": record}
+    raise OpFailed(Code.LOCKED, "lock contended", {"lock": read_lock(ctx)})
+
+
+def op_lock_release(ctx, args):
+    """Drop the lock if this run holds it; return {"released": bool} (and the other
+    run's lock when it is not ours)."""
+    held = read_lock(ctx)
+    if held and held.get("run_id") == args.run_id:
+        os.unlink(ctx.lock_path)
+        return {"released": True}
+    return {"released": False, "lock": held}
+
+
+def op_journal(ctx, args):
+    """Append args.entry, stamped with `ts` (UTC), to the journal; return {"entry": it}.
+    Raises OSError when the state dir cannot be written."""
+    ctx.ensure_state_dir()
+    entry = dict(args.entry, ts=now_utc())
+    append_line(ctx.journal_path, entry)
+    return {"entry": entry}

@@ -1,0 +1,184 @@
+"""The ops that touch the running server: restart, health, and the smoke suites."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from .files import write_atomic
+from .wire import Code, OpFailed
+from .wire_results import SmokeResult
+
+LOG_TIMEOUT_S = 30
+STATUS_TIMEOUT_S = 30
+HEALTH_REQUEST_TIMEOUT_S = 10
+STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
+
+
+def run_argv(argv, timeout_s):
+    """Run `argv` (no shell, no stdin) for at most `timeout_s` seconds; return (exit code,
+    the last 4000 characters of stdout+stderr). 127: not found; 124: timed out."""
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
+        return done.returncode, (done.stdout + done.stderr)[-4000:]
+    except FileNotFoundError:
+        return 127, "command not found: %s" % argv[0]
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %ss: %s" % (timeout_s, argv[0])
+
+
+def _service_log(service):
+    """Return the service's last 50 log lines: journalctl for systemd, else its log_file."""
+    if service.kind == "systemd":
+        argv = ["journalctl", "-u", service.unit, "-n", "50", "--no-pager"]
+        return run_argv(argv, LOG_TIMEOUT_S)[1]
+    if service.log_file:
+        try:
+            with open(service.log_file, encoding="utf-8", errors="replace") as fh:
+                return "".join(fh.readlines()[-50:])
+        except OSError as exc:
+            return "cannot read %s: %s" % (service.log_file, exc)
+    return ""
+
+
+def op_restart(ctx, args):
+    """Restart the service (systemctl restart + is-active, or the stop/start/status argv);
+    return {"restarted": True}, or {"skipped": True} for kind "none".
+
+    Raises OpFailed(restart_failed) with the command's output and the service log.
+    """
+    service = args.service
+    if service.kind == "systemd":
+        steps = [
+            ["systemctl", "restart", service.unit],
+            ["systemctl", "is-active", service.unit],
+        ]
+    elif service.kind == "command":
+        steps = [service.stop, service.start] + ([service.status] if service.status else [])
+    else:
+        return {"skipped": True}
+    for argv in steps:
+        rc, output = run_argv(argv, args.timeout_s)
+        if rc != 0:
+            raise OpFailed(
+                Code.RESTART_FAILED,
+                "%s exited %s" % (" ".join(argv), rc),
+                {"output": output, "log": _service_log(service)},
+            )
+    return {"restarted": True}
+
+
+def op_health(ctx, args):
+    """Poll the service's health_url from the host until HTTP 200; return
+    {"healthy": True, "polls": n}, or {"skipped": True} for kind "none" (unless force).
+
+    Raises OpFailed(unhealthy) after ready_timeout_s seconds, or as soon as a `command`
+    service's status says it stopped. The probe ignores http_proxy (it is a local URL).
+    """
+    import urllib.error  # here, not at the top: it costs tens of ms on every other request
+    import urllib.request
+
+    service = args.service
+    if service.kind == "none" and not args.force:
+        return {"skipped": True}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + float(service.ready_timeout_s)
+    last, polls = "no answer yet", 0
+    while True:
+        polls += 1
+        try:
+            with opener.open(service.health_url, timeout=HEALTH_REQUEST_TIMEOUT_S) as resp:
+                if resp.status == 200:
+                    return {"healthy": True, "polls": polls}
+                last = "HTTP %s" % resp.status
+        except urllib.error.HTTPError as exc:
+            last = "HTTP %s" % exc.code
+        except (OSError, ValueError) as exc:
+            last = str(getattr(exc, "reason", exc))
+        if time.monotonic() >= deadline:
+            message = "%s not ready after %ss (last: %s)" % (
+                service.health_url,
+                service.ready_timeout_s,
+                last,
+            )
+            raise OpFailed(Code.UNHEALTHY, message, {"log": _service_log(service)})
+        if _service_exited(service, polls):
+            message = "the service exited while starting (%s says stopped; %s last: %s)" % (
+                " ".join(service.status),
+                service.health_url,
+                last,
+            )
+            raise OpFailed(Code.UNHEALTHY, message, {"log": _service_log(service)})
+        time.sleep(float(service.poll_interval_s))
+
+
+def _service_exited(service, polls):
+    """For a `command` service with a status command, every few polls: True when it says
+    the server is not running, so a server that crashed while starting fails health at once
+    instead of after ready_timeout_s."""
+    if service.kind != "command" or not service.status:
+        return False
+    if polls % STATUS_EVERY_POLLS:
+        return False
+    return run_argv(service.status, STATUS_TIMEOUT_S)[0] != 0
+
+
+def op_smoke(ctx, args):
+    """Run each suite script with this python (its input as JSON on stdin; it prints one
+    JSON result line); return SmokeResult.
+
+    Support modules are written beside the scripts in <state_dir>/smoke (0700). Raises
+    OpFailed(smoke_failed) with every suite's result when one neither passed nor skipped.
+    """
+    work = os.path.join(ctx.state_dir, "smoke")
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    for name, source in args.support.items():  # modules the scripts import
+        write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
+    results = [_run_suite(work, suite) for suite in args.suites]
+    outcome = SmokeResult(suites=results)
+    failed = [_why_failed(r) for r in outcome.failed()]
+    if failed:
+        message = "smoke failed: " + "; ".join(failed)
+        raise OpFailed(Code.SMOKE_FAILED, message, outcome.to_dict())
+    return outcome
+
+
+def _run_suite(work, suite):
+    """Run one suite script from `work`; return its result dict (suite, duration_s added)."""
+    script = os.path.join(work, "%s.py" % suite.name)
+    write_atomic(script, suite.source.encode(), 0o600)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, script],
+            input=json.dumps(suite.input),
+            capture_output=True,
+            text=True,
+            timeout=suite.timeout_s,
+            # no world-readable __pycache__ in the 0700 state dir, no .pyc in site-packages
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+        )
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        result = json.loads(lines[-1]) if lines else None
+        if not isinstance(result, dict):
+            details = "no JSON result line; stderr: " + done.stderr[-1500:]
+            result = {"passed": False, "details": details}
+    except subprocess.TimeoutExpired:
+        result = {"passed": False, "details": "timed out after %ss" % suite.timeout_s}
+    except ValueError as exc:
+        result = {"passed": False, "details": "unreadable result line: %s" % exc}
+    result.setdefault("suite", suite.name)
+    result.setdefault("duration_s", round(time.monotonic() - started, 3))
+    return result
+
+
+def _why_failed(result):
+    """Return `suite: first failed check: first line of its detail` (what a summary shows)."""
+    checks = [c for c in result.get("checks") or [] if not c.get("passed")]
+    if not checks:
+        return "%s: %s" % (result.get("suite"), str(result.get("details") or "failed")[:200])
+    lines = str(checks[0].get("detail") or "").strip().splitlines() or [""]
+    return "%s: %s: %s" % (result.get("suite"), checks[0].get("name"), lines[0][:200])

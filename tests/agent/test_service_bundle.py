@@ -1,0 +1,139 @@
+"""restart, health and smoke by the REAL bundle on a temp host: a `command` service that is
+a tiny local http.server, started and stopped by a script; suites that pass, fail, print
+nothing, time out, and import a support module."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire_results import SmokeResult
+from ddtree_deploy.inventory.models import Host, ServiceSpec
+from ddtree_deploy.stages import requests as rq
+from tests.agent.test_ops_bundle import prepared
+
+SERVICE = textwrap.dedent(
+    """\
+    import os, signal, subprocess, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    pidfile, port = os.path.join(here, "pid"), sys.argv[2]
+    def pid():
+        try:
+            value = int(open(pidfile).read())
+            os.kill(value, 0)
+            return value
+        except (OSError, ValueError):
+            return None
+    if sys.argv[1] == "start":
+        log = open(os.path.join(here, "server.log"), "a")
+        proc = subprocess.Popen([sys.executable, "-m", "http.server", port, "--bind", "127.0.0.1"],
+                                cwd=here, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        open(pidfile, "w").write(str(proc.pid))
+    elif sys.argv[1] == "stop":
+        if pid():
+            os.kill(pid(), signal.SIGTERM)
+    else:
+        sys.exit(0 if pid() else 3)
+    """
+)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def service_host(fake_host, tmp_path):
+    """fake_host plus an inventory Host whose `command` service is the tiny http server."""
+    script = tmp_path / "svc" / "svc.py"
+    script.parent.mkdir()
+    script.write_text(SERVICE)
+    port = free_port()
+    argv = f"{sys.executable} {script} {{}} {port}"
+    spec = ServiceSpec(kind="command", start=argv.format("start"), stop=argv.format("stop"),
+                       status=argv.format("status"), log_file=str(script.parent / "server.log"),
+                       health_url=f"http://127.0.0.1:{port}/", ready_timeout_s=20,
+                       poll_interval_s=0.1)  # fmt: skip
+    host = Host(name="x", address="local", service=spec)
+    yield fake_host, host
+    subprocess.run(argv.format("stop").split(), check=False)  # no server left behind
+
+
+def test_restart_then_health_answer_200(service_host):
+    fake_host, host = service_host
+    answer = fake_host.call_ops(*[op for _, op in rq.service_ops(host)])
+    assert answer.ok, answer
+    assert answer.result("restart").data == {"restarted": True}
+    assert answer.result("health").data["healthy"] is True
+
+
+def test_a_service_that_will_not_start_fails_restart_with_its_log(service_host):
+    fake_host, host = service_host
+    broken = host.service.model_copy(update={"start": "false"})
+    answer = fake_host.call_ops(*[op for _, op in rq.service_ops(Host(
+        name="x", address="local", service=broken))])  # fmt: skip
+    assert answer.failed.op == "restart" and answer.failed.code == Code.RESTART_FAILED
+    assert "false exited 1" in answer.failed.error
+    assert set(answer.failed.data) == {"output", "log"}
+
+
+def test_health_gives_up_when_the_server_stops_or_never_answers(service_host):
+    fake_host, host = service_host
+    health = dict(rq.service_ops(host))["health"]  # nothing started: status says stopped
+    answer = fake_host.call_ops(health)
+    assert answer.failed.op == "health" and answer.failed.code == Code.UNHEALTHY
+    assert "exited while starting" in answer.failed.error  # status said so: no long wait
+    service = {"kind": "command", "start": ["true"], "stop": ["true"],
+               "health_url": host.service.health_url, "ready_timeout_s": 0.3,
+               "poll_interval_s": 0.1}  # fmt: skip
+    timeout = fake_host.call(("health", {"service": service}))
+    assert timeout.failed.code == Code.UNHEALTHY and "not ready after 0.3s" in timeout.failed.error
+    skipped = fake_host.call(("restart", {"service": {"kind": "none"}}),
+                             ("health", {"service": {"kind": "none"}}))  # fmt: skip
+    assert [r.data for r in skipped.results] == [{"skipped": True}, {"skipped": True}]
+
+
+SUITES = {
+    "passes": "import json, sys, helper\nprint(json.dumps({'passed': helper.OK}))\n",
+    "fails": textwrap.dedent(
+        """\
+        import json, sys
+        data = json.load(sys.stdin)
+        print(json.dumps({'passed': False, 'checks': [
+            {'name': 'answer', 'passed': False, 'detail': 'got ' + data['suite']}]}))
+        """
+    ),
+    "silent": "import sys\nprint('not json', file=sys.stderr)\n",
+    "skips": "import json\nprint(json.dumps({'passed': False, 'skipped': True}))\n",
+    "helper.py": "OK = True\n",
+}
+
+
+def test_smoke_runs_each_suite_and_names_what_failed(fake_host):
+    host = Host(name="x", address="local")
+    op = rq.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30)
+    answer = fake_host.call_ops(op)
+    assert answer.failed.code == Code.SMOKE_FAILED
+    assert "fails: answer: got fails" in answer.failed.error
+    assert "silent: no JSON result line; stderr: not json" in answer.failed.error
+    result = SmokeResult.from_dict(answer.failed.data)
+    assert [r["suite"] for r in result.failed()] == ["fails", "silent"]
+    only = rq.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30, ["passes", "skips"])
+    passed = fake_host.call_ops(only)
+    assert passed.ok, passed
+    assert [r["suite"] for r in passed.result_as("smoke", SmokeResult).suites] == [
+        "passes",
+        "skips",
+    ]
+    slow = {"sleeps": "import time\ntime.sleep(30)\n"}
+    timed_out = fake_host.call_ops(rq.smoke_op(host, None, prepared(), slow, 0.5))
+    assert "sleeps: timed out after 0.5s" in timed_out.failed.error

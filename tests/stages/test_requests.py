@@ -1,0 +1,46 @@
+"""The op builders: each builds its op's typed arguments, which the agent parses back."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ddtree_deploy.agent.host import wire
+from ddtree_deploy.inventory.models import Host, ServiceSpec
+from ddtree_deploy.patchset.models import ServeConfig
+from ddtree_deploy.stages import requests as rq
+from tests.agent.test_ops_bundle import prepared
+
+
+def test_every_builder_sends_arguments_the_agent_reads():
+    p = dataclasses.replace(
+        prepared(), serve=ServeConfig(args=["--speculative-ddtree-budget", "8"])
+    )
+    service = ServiceSpec(kind="command", start="run --port 1", stop="halt", args_file="/e/s.env")
+    host = Host(name="h", address="a", service=service)
+    serve = rq.plan_serve_file(host, p)
+    ops = [
+        rq.facts_op(host, p),
+        rq.check_plan_op(p, "r1", True, serve),
+        rq.lock_op("r1", "me@ctl pid 9", 60.0, pid=9, controller="ctl"),
+        rq.unlock_op("r1"),
+        rq.journal_op("d1", "installing", run_id="r1"),
+        rq.backup_op("d1", "/site", p, serve),
+        rq.install_op("/site", p, "d1", serve),
+        rq.compile_op("/site", p),
+        rq.smoke_op(host, "/site", p, {"integrity": "print()", "_suite.py": ""}, 30.0),
+        *[op for _, op in rq.service_ops(host)],
+        rq.restore_op("d1"),
+        rq.prune_op(3),
+    ]
+    typed = {op.op: op.typed_args() for op in ops}
+    assert set(typed) == set(wire.OP_ARGS)
+    assert typed["lock_acquire"].pid == 9 and typed["lock_acquire"].controller == "ctl"
+    assert typed["facts"].serve_path == "/e/s.env"
+    plan, install = typed["check_plan"], typed["install"]
+    assert plan.serve.content_b64 is None and install.serve.content_b64  # bytes only to install
+    assert all(f.diff is None and f.content_b64 is None for f in plan.files)
+    assert install.files[0].diff and install.files[1].content_b64
+    assert typed["restart"].service.start == ["run", "--port", "1"]  # argv: no shell
+    assert typed["smoke"].support == {"_suite.py": ""}
+    assert [s.name for s in typed["smoke"].suites] == ["integrity"]
+    assert rq.service_ops(Host(name="n", address="b")) == []
