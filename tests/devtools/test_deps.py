@@ -22,7 +22,7 @@ BAD_TREE = {
     "stages/__init__.py": "from rich.console import Console  # bad\n"
     "from ddtree_deploy import errors\n",
     "patchset/load.py": "from ddtree_deploy.inventory import Host  # bad\n",
-    "agent/remote.py": "import json, os\nimport pydantic  # bad\n",
+    "agent/host/ops.py": "import json, os\nimport pydantic  # bad\n",
     "agent/host/run.py": "import sys\nfrom ddtree_deploy.errors import X  # bad\n",
     "agent/protocol.py": "import pydantic\nfrom ddtree_deploy.errors import AgentError\n",
     "inventory/load.py": "import ddtree_sandbox.hosts  # bad\n",
@@ -66,7 +66,7 @@ def test_a_bad_tree_is_caught_at_each_bad_line(tmp_path):
     assert messages["fleet/__init__.py"] == "fleet may not import cli (ddtree_deploy.cli.app)"
     assert messages["pipeline/push.py"] == "pipeline may not import cli (ddtree_deploy.cli)"
     assert messages["report/table.py"] == "report imports typer: only cli may"
-    assert "stdlib only" in messages["agent/remote.py"]
+    assert "stdlib only" in messages["agent/host/ops.py"]
     assert "test sandbox" in messages["inventory/load.py"]
     assert "not in the ALLOWED table" in messages["newroom/a.py"]
 

@@ -3,6 +3,7 @@ strictly from JSON objects and written back as plain JSON. Stdlib only."""
 
 import dataclasses
 from enum import Enum
+from typing import Any, ClassVar, Tuple
 
 
 class WireError(ValueError):
@@ -17,8 +18,8 @@ class Record:
     `to_dict` when None (keys that older answers only carried when set).
     """
 
-    NESTED = ()
-    OMIT_IF_NONE = ()
+    NESTED: ClassVar[Tuple[Tuple[str, Any, str], ...]] = ()
+    OMIT_IF_NONE: ClassVar[Tuple[str, ...]] = ()
 
     @classmethod
     def from_dict(cls, raw, where=None):
