@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -168,8 +169,7 @@ def _read_only(o: dict, fn: Callable[[HostRun, PreparedPatchset | None], HostRes
 
     def fallback(run: HostRun, reason: str) -> HostResult:
         result = fn(run, None)
-        result.message = f"{result.message}; {reason}" if result.message else reason
-        return result
+        return replace(result, message=f"{result.message}; {reason}" if result.message else reason)
 
     return per_host(choice, fn, fallback=fallback)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from ddtree_deploy.pipeline import HostResult, Outcome
+from ddtree_deploy.results import HostResult, Outcome
 
 _OUTCOME_STYLE = {
     Outcome.OK: "green",
