@@ -4,20 +4,20 @@ when any request from install on fails (docs/architecture.md, "One push, round t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
-from ddtree_deploy.agent import AgentResponse, Op
+from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
+from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.report.suites import describe_smoke_failure, describe_suite
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import requests as rq
-from ddtree_deploy.stages.serve_file import ServeFile
 
 
 class OnFail(StrEnum):
@@ -63,96 +63,6 @@ _REFUSALS = {
 }
 
 
-@dataclass(frozen=True)
-class PushOptions:
-    """How to push: who holds the lock, whether to restart, lock TTL, takeover, backups."""
-
-    holder: str
-    restart: bool = True
-    lock_ttl_s: float = 3600.0
-    break_lock: bool = False
-    keep_backups: int = 5
-    smoke_sources: dict[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class _Push:
-    """One push to one host; site, plan and deploy_id are known once preflight passed."""
-
-    run: HostRun
-    prepared: PreparedPatchset
-    opts: PushOptions
-    serve: ServeFile | None
-    site: str = ""
-    plan: dict = field(default_factory=dict)
-    deploy_id: str = ""
-
-    @property
-    def restarts(self) -> bool:
-        return self.opts.restart and self.run.host.service.kind != "none"
-
-    @property
-    def records_reference(self) -> bool:
-        prepared = self.prepared
-        return (
-            self.restarts and prepared.lossless is not None and "server" in prepared.after_restart
-        )
-
-    def steps(self, request: Request) -> list[Step]:
-        """The (stage, op) pairs `request` sends in this push (empty: not sent)."""
-        return [(stage, op) for stage in request.stages for op in self.ops(stage)]
-
-    def ops(self, stage: Stage) -> list[Op]:
-        """The ops `stage` sends in this push; [] when the stage does not run here."""
-        run, prepared, site, deploy_id = self.run, self.prepared, self.site, self.deploy_id
-        sources, timeout_s = self.opts.smoke_sources or {}, prepared.smoke_timeout_s
-        match stage:
-            case Stage.PREFLIGHT:
-                opts = self.opts
-                return [
-                    rq.facts_op(run.host, prepared),
-                    rq.check_plan_op(prepared, run.run_id, opts.break_lock, self.serve),
-                    rq.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
-                ]
-            case Stage.BACKUP:
-                return [rq.backup_op(deploy_id, site, prepared, self.serve)]
-            case Stage.JOURNAL:
-                intent = {"patchset": prepared.ref, "run_id": run.run_id}
-                backup = f"backups/{deploy_id}"
-                return [
-                    rq.journal_op(deploy_id, "installing", **intent, backup=backup, files=self.plan)
-                ]
-            case Stage.INSTALL:
-                return [rq.install_op(site, prepared, deploy_id, self.serve)]
-            case Stage.COMPILE:
-                return [rq.compile_op(site, prepared)]
-            case Stage.SMOKE if prepared.suites:
-                return [rq.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)]
-            case Stage.REFERENCE if self.records_reference:
-                # the old server, still running: its greedy outputs, if it is plain greedy
-                server = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
-                names = ["server"]
-                return [rq.smoke_op(run.host, site, prepared, server, timeout_s, names, "record")]
-            case Stage.RESTART | Stage.HEALTH if self.restarts:
-                return [op for name, op in rq.service_ops(run.host) if name == stage]
-            case Stage.VERIFY if self.restarts and prepared.after_restart:
-                names = prepared.after_restart
-                return [rq.smoke_op(run.host, site, prepared, sources, timeout_s, names)]
-            case Stage.COMMIT:
-                return [rq.journal_op(deploy_id, "committed", patchset=prepared.ref)]
-            case Stage.UNLOCK:
-                return [rq.unlock_op(run.run_id)]
-            case Stage.PRUNE:
-                return [rq.prune_op(self.opts.keep_backups)]
-        return []
-
-    def skip_reason(self, stage: Stage) -> str | None:
-        """Why a stage reported as skipped does not run in this push (only `restart`)."""
-        if stage != Stage.RESTART or self.restarts:
-            return None
-        return "--no-restart" if not self.opts.restart else "service kind none"
-
-
 def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> HostResult:
     """Deploy one patchset to one host; never leaves it half-patched.
 
@@ -166,9 +76,9 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         return run.result(Outcome.REFUSED, str(exc))
     if serve is not None:
         run.recorder.info(Stage.PREFLIGHT, f"serve flags: {serve.describe()}")
-    push = _Push(run, prepared, opts, serve)
+    push = PushSteps(run, prepared, opts, serve)
     preflight, *changes = PUSH_REQUESTS
-    pre = run.ask(push.steps(preflight))
+    pre = run.ask(push.steps(preflight.stages))
     if isinstance(pre, HostResult):
         return pre
     refused = _judge_preflight(run, prepared, pre)
@@ -200,9 +110,7 @@ def _judge_preflight(
         return run.result(Outcome.NO_CHANGES, "no changes", version_now=prepared.ref)
     failed = pre.failed
     if failed is None:
-        if pre.ok:
-            return None
-        return run.result(Outcome.NEEDS_ATTENTION, f"preflight failed: {_error(pre)}")
+        return None
     lock = (failed.data or {}).get("lock")
     dead_holder = failed.code == Code.LOCKED and holder_is_dead(lock)
     pending = facts.data["pending"]
@@ -219,14 +127,14 @@ def _judge_preflight(
     return run.result(outcome, message, details=failed.data or {})
 
 
-def _change(push: _Push, requests: list[Request]) -> HostResult:
+def _change(push: PushSteps, requests: list[Request]) -> HostResult:
     """Send the requests that change the host, in order; the first failure decides."""
     run, sent, suites = push.run, [], []
     for request in requests:
         for stage in request.stages:
             if (why := push.skip_reason(stage)) is not None:
                 run.recorder.skip(stage, why)
-        steps = push.steps(request)
+        steps = push.steps(request.stages)
         if not steps:
             continue
         sent += [stage for stage, _ in steps]
@@ -276,7 +184,7 @@ def _error(response: AgentResponse) -> str:
     return (failed.error or failed.code or "failed") if failed else (response.error or "")
 
 
-def _rollback(push: _Push, response: AgentResponse, restarted: bool) -> HostResult:
+def _rollback(push: PushSteps, response: AgentResponse, restarted: bool) -> HostResult:
     """A request failed after site-packages may have changed: restore the backup."""
     failed = response.failed
     if failed is None:  # the agent refused the whole request
@@ -295,7 +203,7 @@ def _rollback(push: _Push, response: AgentResponse, restarted: bool) -> HostResu
     return dataclasses.replace(result, details=details, message=message)
 
 
-def _lost(push: _Push, exc: TransportError, stage: Stage, restarted: bool) -> HostResult:
+def _lost(push: PushSteps, exc: TransportError, stage: Stage, restarted: bool) -> HostResult:
     """The connection broke mid-request: try once to roll back over a fresh connection."""
     run = push.run
     run.transport.close()

@@ -284,3 +284,46 @@ def test_facts_failure_result_op():
     failed = OpResult(op="facts", ok=False, error="boom")
     result = status_host(scene(facts=failed).run, None)
     assert (result.outcome, result.message) == (Outcome.NEEDS_ATTENTION, "facts failed: boom")
+
+
+def test_plan_shows_the_serve_flags_change():
+    from ddtree_deploy.inventory.models import ServiceSpec
+    from tests.pipeline.fakehost import make_host
+
+    v110 = prepare_patchset(load_patchset(REPO / "patchsets" / "ddtree" / "1.1.0"))
+    service = ServiceSpec(kind="command", start="/bin/true", stop="/bin/true", args_file="/e/s")
+    base = {"files": {f.path: {"sha256": f.base_sha256} for f in v110.files}}
+    serve = {"path": "/e/s", "text": "SGLANG_ARGS=--model m"}
+    s = scene(
+        make_host(service), facts_data={**base, "package_version": "0.5.13.post1", "serve": serve}
+    )
+    result = plan_host(s.run, v110)
+    assert result.details["files"]["/e/s"] == "flags"
+    assert "--speculative-algorithm" in " ".join(result.details["serve"]["changes"])
+    refused = plan_host(scene(facts_data=base).run, v110)  # [serve] but no args_file
+    assert refused.outcome == Outcome.REFUSED and "service.args_file" in refused.message
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda run: hosts_check(run, None),
+        lambda run: prune_host(run, "t", 2),
+        lambda run: smoke_host(run, prepared(), {"integrity": ""}),
+        lambda run: plan_host(run, prepared()),
+    ],
+    ids=["hosts-check", "prune", "smoke", "plan"],
+)
+def test_unreachable_host_needs_attention(command):
+    s = scene(connect=UNREACHABLE)
+    result = command(s.run)
+    assert result.outcome == Outcome.NEEDS_ATTENTION and result.message.startswith("unreachable")
+    assert len(s.fake.sent) == 1  # nothing held on the host: no unlock attempt
+
+
+def test_version_pick_whose_facts_fail_needs_attention():
+    from ddtree_deploy.pipeline.select import read_package_version
+
+    result = read_package_version(scene(facts="facts_failed").run, "sglang")
+    assert result.outcome == Outcome.NEEDS_ATTENTION
+    assert result.message == "facts failed: KeyError: 'paths'"

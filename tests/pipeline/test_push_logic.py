@@ -391,3 +391,22 @@ def test_serve_flags_without_args_file_are_refused_before_any_contact():
     result = push(s, "1.1.0")
     assert result.outcome == Outcome.REFUSED and "service.args_file" in result.message
     assert s.fake.sent == []
+
+
+def test_lock_of_a_live_run_on_this_controller_has_no_hint():
+    import os
+    import socket
+
+    from ddtree_deploy.agent import OpResult
+
+    lock = {"holder": "me", "controller": socket.gethostname(), "pid": os.getpid()}
+    locked = OpResult(op="check_plan", ok=False, code="locked", error="locked", data={"lock": lock})
+    result = push(scene(check_plan=locked))
+    assert (result.outcome, result.message) == (Outcome.LOCKED, "locked")
+
+
+def test_unlock_that_cannot_reach_the_host_is_reported_and_ends_as_before():
+    s = scene(lock_acquire=LOST, connect=[None, UNREACHABLE])
+    result = push(s)
+    assert result.outcome == Outcome.NEEDS_ATTENTION
+    assert s.stages()[-2:] == ["unlock start", "unlock fail"]
