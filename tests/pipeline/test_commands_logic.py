@@ -270,16 +270,6 @@ def test_smoke_that_cannot_run_needs_attention(script):
     s.check_events_paired()
 
 
-def test_fake_transport_counts_like_a_real_one():
-    s = scene(connect=[None, UNREACHABLE])
-    status_host(s.run, None)
-    status_host(s.run, None)
-    stats = s.transport.stats
-    assert (stats.connects, stats.sessions, stats.execs) == (1, 1, 1)
-    assert stats.bytes_sent > 0 and stats.bytes_received > 0
-    assert len(s.transport.requests) == 2
-
-
 def test_facts_failure_result_op():
     failed = OpResult(op="facts", ok=False, error="boom")
     result = status_host(scene(facts=failed).run, None)
