@@ -39,6 +39,7 @@ from tools import (
 sys.path.insert(0, str(REPO))
 from ddtree_deploy.inventory import load_inventory  # noqa: E402
 from ddtree_deploy.patchset import load_patchset  # noqa: E402
+from ddtree_deploy.pipeline import PUSH_REQUESTS  # noqa: E402
 from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources  # noqa: E402
 from ddtree_deploy.stages import requests as rq  # noqa: E402
 from ddtree_deploy.stages.prepared import prepare_patchset  # noqa: E402
@@ -269,27 +270,30 @@ def profile_ddtree(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dic
     out["profile"]["cli_help_s"] = round(time.monotonic() - started, 3)
 
 
+# Each stage of a push -> the stages its request carries (one round trip).
+REQUEST_STAGES = {stage: request.stages for request in PUSH_REQUESTS for stage in request.stages}
+
+
 def request_walls(events: list[dict]) -> list[tuple[str, float, float]]:
     """(first stage, controller wall, agent time) of each request, per host, from events:
-    a request's stages start together and finish together."""
+    a request's first stage starts when it is sent, and every stage of it (PUSH_REQUESTS)
+    ends once its answer came back."""
     found = []
     for host in {e["host"] for e in events}:
-        mine = [e for e in events if e["host"] == host]
+        mine = [e for e in events if e["host"] == host and e["event"] in ("start", "ok", "fail")]
         i = 0
         while i < len(mine):
-            if mine[i]["event"] != "start":
-                i += 1
-                continue
-            group = [mine[i]]
-            while i + 1 < len(mine) and mine[i + 1]["event"] == "start":
-                i += 1
-                group.append(mine[i])
-            ends = mine[i + 1 : i + 1 + len(group)]
-            if ends:
-                wall_s = event_time_s(ends[-1]) - event_time_s(group[0])
+            first = mine[i]
+            stages = REQUEST_STAGES.get(first["stage"], (first["stage"],))
+            j = i
+            while j < len(mine) and mine[j]["stage"] in stages:
+                j += 1
+            ends = [e for e in mine[i:j] if e["event"] != "start"]
+            if first["event"] == "start" and ends:
+                wall_s = event_time_s(ends[-1]) - event_time_s(first)
                 agent_s = sum(e.get("duration_s") or 0 for e in ends)
-                found.append((group[0]["stage"], wall_s, agent_s))
-            i += 1 + len(group)
+                found.append((first["stage"], wall_s, agent_s))
+            i = max(j, i + 1)
     return found
 
 

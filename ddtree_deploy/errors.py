@@ -5,7 +5,8 @@ DeployError
 │   ├── InventoryError
 │   └── PatchsetError
 └── TransportError       cannot talk to a host
-    ├── HostKeyError     unknown or changed host key
+    ├── ConnectError     the host was never reached: nothing ran there
+    │   └── HostKeyError unknown or changed host key
     └── AgentError       the remote agent answered something we cannot read
 """
 
@@ -44,7 +45,15 @@ class TransportError(DeployError):
         self.host = host
 
 
-class HostKeyError(TransportError):
+class ConnectError(TransportError):
+    """The connection could not be opened, so no agent ran on the host for this request.
+
+    Any other TransportError came after the host was reached: the agent may have done
+    (part of) its work, e.g. taken the host lock.
+    """
+
+
+class HostKeyError(ConnectError):
     """The host's key is unknown or differs from known_hosts; we never add keys silently."""
 
 

@@ -6,6 +6,7 @@ import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -22,25 +23,38 @@ __all__ = [
 
 EVENT_SCHEMA_VERSION = 1
 
-# Order in which a push runs its stages; rollback/recover/smoke/status reuse the names.
-STAGE_ORDER: tuple[str, ...] = (
-    "gate",
-    "connect",
-    "preflight",
-    "backup",
-    "journal",
-    "install",
-    "compile",
-    "smoke",
-    "reference",
-    "restart",
-    "health",
-    "verify",
-    "commit",
-    "rollback",
-    "recover",
-    "status",
-)
+
+class Stage(StrEnum):
+    """Every stage name an event may carry, in push order; defined here only.
+
+    A push runs gate..prune (unlock: the host lock released, also on a failure path);
+    rollback and recover put a backup back; status and check read a host; summary is
+    every host's last event (`info`), after any undo.
+    """
+
+    GATE = "gate"
+    CONNECT = "connect"
+    PREFLIGHT = "preflight"
+    BACKUP = "backup"
+    JOURNAL = "journal"
+    INSTALL = "install"
+    COMPILE = "compile"
+    SMOKE = "smoke"
+    REFERENCE = "reference"
+    RESTART = "restart"
+    HEALTH = "health"
+    VERIFY = "verify"
+    COMMIT = "commit"
+    UNLOCK = "unlock"
+    PRUNE = "prune"
+    ROLLBACK = "rollback"
+    RECOVER = "recover"
+    STATUS = "status"
+    CHECK = "check"
+    SUMMARY = "summary"
+
+
+STAGE_ORDER: tuple[str, ...] = tuple(stage.value for stage in Stage)
 
 EventKind = Literal["start", "ok", "fail", "skip", "info"]
 

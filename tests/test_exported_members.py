@@ -1,7 +1,6 @@
 """Public names of each room are deliberate: `__all__` is pinned and names everything public.
 
-Like httpx's test of the same name. agent/, pipeline/ and stages/ are left out while they are
-being redesigned.
+Like httpx's test of the same name.
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ EXPORTED = {
         "write_lock",
     ],
     "ddtree_deploy.transport": [
+        "FakeTransport",
         "LocalTransport",
         "SSHTransport",
         "Transport",
@@ -91,6 +91,46 @@ EXPORTED = {
         "EventSink",
         "HostRecorder",
         "StageRecord",
+    ],
+    "ddtree_deploy.agent": [
+        "AgentRequest",
+        "AgentResponse",
+        "Op",
+        "OpResult",
+        "agent_command",
+        "agent_shell_line",
+        "apply_unified_diff",
+        "decode_response",
+        "encode_request",
+        "packed_agent",
+        "sha256_bytes",
+    ],
+    "ddtree_deploy.pipeline": [
+        "HostRun",
+        "PUSH_REQUESTS",
+        "PushOptions",
+        "controller_holder",
+        "hosts_check",
+        "new_run_id",
+        "per_host",
+        "pick_patchset",
+        "plan_files",
+        "plan_host",
+        "prune_host",
+        "push_host",
+        "recover_host",
+        "rollback_host",
+        "smoke_host",
+        "status_host",
+    ],
+    "ddtree_deploy.stages": [
+        "PatchsetChoice",
+        "PreparedFile",
+        "PreparedPatchset",
+        "default_smoke_dir",
+        "load_smoke_sources",
+        "prepare_choice",
+        "prepare_patchset",
     ],
     "ddtree_deploy.errors": [
         "AgentError",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ddtree_deploy.patchset import default_patchsets_dir
-from ddtree_deploy.pipeline import HostResult, HostRun, per_host
+from ddtree_deploy.pipeline import HostRun, per_host
+from ddtree_deploy.results import HostResult
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset, prepare_choice
 
 ReadOnlyFn = Callable[[HostRun, PreparedPatchset | None], HostResult]
@@ -29,7 +31,6 @@ def read_only_fn(
 
     def fallback(run: HostRun, reason: str) -> HostResult:
         result = fn(run, None)
-        result.message = f"{result.message}; {reason}" if result.message else reason
-        return result
+        return replace(result, message=f"{result.message}; {reason}" if result.message else reason)
 
     return per_host(choice, fn, fallback=fallback)

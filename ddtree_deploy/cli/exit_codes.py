@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddtree_deploy.pipeline import HostResult, Outcome
+from ddtree_deploy.results import HostResult, Outcome
 
 OK = 0
 ROLLED_BACK = 1  # failed and rolled back cleanly

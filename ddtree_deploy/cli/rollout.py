@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ddtree_deploy.fleet import HostFn, RolloutPolicy, UndoFn, run_rollout
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.pipeline import HostResult, new_run_id
+from ddtree_deploy.pipeline import new_run_id
 from ddtree_deploy.report import (
     FanoutSink,
     JsonLinesSink,
@@ -20,6 +20,7 @@ from ddtree_deploy.report import (
     summary_markdown,
     write_junit,
 )
+from ddtree_deploy.results import HostResult
 
 from . import exit_codes
 from .context import RunContext

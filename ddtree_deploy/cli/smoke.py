@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ddtree_deploy.pipeline import HostResult, HostRun, per_host, smoke_host
+from ddtree_deploy.pipeline import HostRun, per_host, smoke_host
 from ddtree_deploy.report import smoke_table
+from ddtree_deploy.results import HostResult
 from ddtree_deploy.stages import PreparedPatchset, default_smoke_dir, load_smoke_sources
 
 from .choice import load_choice

@@ -6,16 +6,18 @@ may still be undone keeps its connection open until the run ends, and the undo r
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ddtree_deploy.events import EventSink, HostRecorder
+from ddtree_deploy.events import EventSink, HostRecorder, Stage
 from ddtree_deploy.fleet.policy import Count, Wave, plan_waves, stop_reason
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.pipeline import HostResult, HostRun, Outcome
+from ddtree_deploy.pipeline import HostRun
+from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.transport import open_transport
 
 HostFn = Callable[[HostRun], HostResult]
@@ -82,19 +84,21 @@ class _HostSession:
         return result
 
     def finish(self, result: HostResult) -> HostResult:
-        """Close the transport and emit the host's one `summary` event."""
+        """Close the transport, emit the host's one `summary` event; return the result
+        stamped with duration and wave."""
         self.transport.close()
-        summarise(self.recorder, result, self.duration_s, self.wave)
-        return result
+        return summarise(self.recorder, result, self.duration_s, self.wave)
 
 
-def summarise(recorder: HostRecorder, result: HostResult, duration_s: float, wave: str) -> None:
-    """Stamp duration and wave on the result and emit its `summary` info event."""
-    result.details.setdefault("duration_s", round(duration_s, 3))
-    if wave:
-        result.details.setdefault("wave", wave)
+def summarise(
+    recorder: HostRecorder, result: HostResult, duration_s: float, wave: str
+) -> HostResult:
+    """Emit the host's `summary` info event; return the result with duration and wave
+    stamped into its details (kept where they were set already)."""
+    stamps = {"duration_s": round(duration_s, 3), **({"wave": wave} if wave else {})}
+    result = dataclasses.replace(result, details={**stamps, **result.details})
     recorder.info(
-        "summary",
+        Stage.SUMMARY,
         result.message,
         data={
             "outcome": result.outcome.value,
@@ -104,6 +108,7 @@ def summarise(recorder: HostRecorder, result: HostResult, duration_s: float, wav
             "wave": wave or None,
         },
     )
+    return result
 
 
 def run_rollout(
@@ -156,7 +161,7 @@ class _Rollout:
             if self.stopped and self.kept and self.undo and self.policy.rollback_on_abort:
                 list(pool.map(self._undo, list(self.kept)))
         for name, session in list(self.kept.items()):
-            session.finish(self.results[name])
+            self.results[name] = session.finish(self.results[name])
         ordered = [self.results[h.name] for h in self.hosts]
         return FleetResult(ordered, waves, self.stopped)
 
@@ -188,15 +193,16 @@ class _Rollout:
                         self.policy.max_fail,
                     )
         if not keep:
-            session.finish(result)
+            finished = session.finish(result)
+            with self._lock:
+                self.results[host.name] = finished
 
     def _skip(self, host: Host, wave: str) -> None:
         recorder = HostRecorder(host=host.name, run_id=self.run_id, sink=self.sink)
         reason = f"not started: fleet stopped ({self.stopped})"
-        recorder.skip("connect", reason)
+        recorder.skip(Stage.CONNECT, reason)
         result = HostResult(host.name, Outcome.NOT_STARTED, reason, records=recorder.records)
-        summarise(recorder, result, 0.0, wave)
-        self.results[host.name] = result
+        self.results[host.name] = summarise(recorder, result, 0.0, wave)
 
     def _undo(self, name: str) -> None:
         session = self.kept[name]

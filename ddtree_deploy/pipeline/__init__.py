@@ -1,29 +1,28 @@
-"""What each command does to one host; fleet/ runs these across many."""
+"""What each command does to one host; fleet/ runs these across many.
+
+One module per command: push (with restore for its rollback), rollback, recover, status,
+plan, smoke, prune, hosts_check; context holds HostRun, facts the shared first request,
+select the per-host version pick.
+"""
 
 from ddtree_deploy.pipeline.context import (
-    HostResult,
     HostRun,
-    Outcome,
     controller_holder,
     new_run_id,
 )
-from ddtree_deploy.pipeline.manage import (
-    hosts_check,
-    plan_files,
-    plan_host,
-    prune_host,
-    recover_host,
-    rollback_host,
-    smoke_host,
-    status_host,
-)
-from ddtree_deploy.pipeline.push import PushOptions, push_host
+from ddtree_deploy.pipeline.hosts_check import hosts_check
+from ddtree_deploy.pipeline.plan import plan_files, plan_host
+from ddtree_deploy.pipeline.prune import prune_host
+from ddtree_deploy.pipeline.push import PUSH_REQUESTS, PushOptions, push_host
+from ddtree_deploy.pipeline.recover import recover_host
+from ddtree_deploy.pipeline.rollback import rollback_host
 from ddtree_deploy.pipeline.select import per_host, pick_patchset
+from ddtree_deploy.pipeline.smoke import smoke_host
+from ddtree_deploy.pipeline.status import status_host
 
 __all__ = [
-    "HostResult",
+    "PUSH_REQUESTS",
     "HostRun",
-    "Outcome",
     "PushOptions",
     "controller_holder",
     "hosts_check",

@@ -7,42 +7,24 @@ import getpass
 import os
 import secrets
 import socket
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op
-from ddtree_deploy.errors import HostKeyError, TransportError
-from ddtree_deploy.events import HostRecorder, StageRecord
+from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
+from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.stages import requests as rq
 from ddtree_deploy.transport import Transport
 
-
-class Outcome(StrEnum):
-    """How one host ended; cli/ maps these to exit codes."""
-
-    OK = "ok"
-    NO_CHANGES = "no_changes"
-    NOT_STARTED = "not_started"
-    ROLLED_BACK = "rolled_back"
-    REFUSED = "refused"
-    NEEDS_ATTENTION = "needs_attention"
-    LOCKED = "locked"
-    FAILED = "failed"  # a read-only command (smoke, status) found a problem
-
-
-@dataclass
-class HostResult:
-    host: str
-    outcome: Outcome
-    message: str = ""
-    deploy_id: str | None = None
-    version_now: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    records: list[StageRecord] = field(default_factory=list)
+# One op of a request and the stage its result is reported under.
+Step = tuple[str, Op]
 
 
 def new_run_id() -> str:
+    """Return a fresh run id: 12 hex digits, the same on every event of one command."""
     return secrets.token_hex(6)
 
 
@@ -65,14 +47,6 @@ def holder_is_dead(lock: dict | None) -> bool:
         return True
 
 
-def unreachable(run: HostRun, exc: TransportError) -> HostResult:
-    """The first contact failed, so nothing changed: a host key that is unknown or CHANGED is
-    refused config (exit 2); anything else means the host needs attention (exit 3)."""
-    if isinstance(exc, HostKeyError):
-        return run.result(Outcome.REFUSED, f"refused: {exc}")
-    return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")
-
-
 def new_deploy_id(name: str, version: str) -> str:
     """Sortable by time: UTC stamp first."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -88,35 +62,75 @@ class HostRun:
     recorder: HostRecorder
     run_id: str
 
-    def call(self, ops: list[tuple[str, Op]]) -> AgentResponse:
-        """One round trip; emits start/ok/fail per stage; re-raises TransportError."""
-        stages = list(dict.fromkeys(stage for stage, _ in ops))
-        for stage in stages:
-            self.recorder.start(stage)
-        request = AgentRequest(state_dir=self.host.state_dir, ops=[op for _, op in ops])
+    def call(self, steps: Sequence[Step]) -> AgentResponse:
+        """Send `steps` as one request; emit each stage's events; re-raise TransportError.
+
+        The first stage starts when the request is sent. A later stage of the same request
+        runs on the host while the controller waits, so its `start` comes with its answer;
+        a stage whose ops were never reached (an earlier op failed) gets no event at all.
+        """
+        stages = list(dict.fromkeys(stage for stage, _ in steps))
+        self.recorder.start(stages[0])
+        request = AgentRequest(state_dir=self.host.state_dir, ops=[op for _, op in steps])
         try:
             response = self.transport.call(request)
         except TransportError as exc:
             self.recorder.fail(stages[0], str(exc))
             raise
         by_stage: dict[str, list] = {}
-        for (stage, _), result in zip(ops, response.results, strict=False):
+        for (stage, _), result in zip(steps, response.results, strict=False):
             by_stage.setdefault(stage, []).append(result)
+        if stages[0] not in by_stage:  # the agent refused the whole request
+            self.recorder.fail(stages[0], response.error or "no answer")
         for stage in stages:
             results = by_stage.get(stage)
             if not results:
-                continue  # never reached: an earlier op failed
-            duration = sum(r.duration_s for r in results)
+                continue
+            if stage != stages[0]:
+                self.recorder.start(stage)
+            duration_s = sum(r.duration_s for r in results)
             failed = next((r for r in results if not r.ok), None)
+            if failed is not None:
+                self.recorder.fail(stage, failed.error or "failed", duration_s=duration_s)
+                continue
             halted = next((r for r in results if r.halt), None)
-            if failed is None:
-                note = halted.note or "" if halted is not None else ""
-                self.recorder.ok(stage, note, duration_s=duration)
-            else:
-                self.recorder.fail(stage, failed.error or "failed", duration_s=duration)
+            note = (halted.note or "") if halted is not None else ""
+            self.recorder.ok(stage, note, duration_s=duration_s)
         return response
 
+    def ask(self, steps: Sequence[Step]) -> AgentResponse | HostResult:
+        """Return the host's answer to `steps`, or the result the host ends with when the
+        transport broke: the one place a TransportError becomes a result.
+
+        A request that asked for the host lock and was lost after the host was reached
+        releases the lock again (best effort: the agent may have taken it).
+        """
+        try:
+            return self.call(steps)
+        except TransportError as exc:
+            if not isinstance(exc, ConnectError) and any(
+                op.op == "lock_acquire" for _, op in steps
+            ):
+                self.release_lock()
+            return unreachable_result(self, exc)
+
+    def try_call(self, steps: Sequence[Step]) -> AgentResponse | None:
+        """Best effort: the host's answer, or None when the transport broke (events say so)."""
+        try:
+            return self.call(steps)
+        except TransportError:
+            return None
+
+    def release_lock(self) -> bool:
+        """Release this run's host lock as its own `unlock` stage; best effort.
+
+        Returns True when the host answered and the release op succeeded.
+        """
+        response = self.try_call([(Stage.UNLOCK, rq.unlock_op(self.run_id))])
+        return response is not None and response.ok
+
     def result(self, outcome: Outcome, message: str = "", **kw: Any) -> HostResult:
+        """Return this host's result, carrying every stage it finished so far."""
         return HostResult(
             host=self.host.name,
             outcome=outcome,
@@ -124,3 +138,11 @@ class HostRun:
             records=self.recorder.records,
             **kw,
         )
+
+
+def unreachable_result(run: HostRun, exc: TransportError) -> HostResult:
+    """The host could not be talked to: a host key that is unknown or CHANGED is refused
+    config (exit 2); anything else means the host needs attention (exit 3)."""
+    if isinstance(exc, HostKeyError):
+        return run.result(Outcome.REFUSED, f"refused: {exc}")
+    return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")

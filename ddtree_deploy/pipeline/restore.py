@@ -2,32 +2,36 @@
 
 from __future__ import annotations
 
+from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.errors import TransportError
-from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome
-from ddtree_deploy.stages.requests import journal_op, restore_op, service_ops, unlock_op
+from ddtree_deploy.events import Stage
+from ddtree_deploy.pipeline.context import HostRun, Step
+from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.stages import requests as rq
 
 
 def restore_backup(
     run: HostRun,
     deploy_id: str,
     restart: bool,
-    stage: str,
+    stage: Stage,
     final_state: str = "rolled_back",
     reason: str = "",
 ) -> HostResult:
     """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
 
-    Returns ROLLED_BACK, or NEEDS_ATTENTION saying what state each file is in.
+    `stage` (rollback or recover) reports the restore; the lock release is its own `unlock`
+    stage. Returns ROLLED_BACK, or NEEDS_ATTENTION saying what state each file is in.
     """
-    ops = [
-        (stage, restore_op(deploy_id)),
-        (stage, journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
+    steps: list[Step] = [
+        (stage, rq.restore_op(deploy_id)),
+        (stage, rq.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
     ]
     if restart:
-        ops += [(stage, op) for _, op in service_ops(run.host)]
-    ops.append((stage, unlock_op(run.run_id)))
+        steps += [(stage, op) for _, op in rq.service_ops(run.host)]
+    steps.append((Stage.UNLOCK, rq.unlock_op(run.run_id)))
     try:
-        response = run.call(ops)
+        response = run.call(steps)
     except TransportError as exc:
         hint = f"run `ddtree-deploy recover -H {run.host.name}`"
         return run.result(
@@ -38,14 +42,14 @@ def restore_backup(
     failed = response.failed
     if failed is None:
         return run.result(Outcome.ROLLED_BACK, reason, deploy_id=deploy_id)
-    if failed.op == "restore" and failed.code == "no_backup":
-        _release(run)  # the backup op writes its manifest last: no manifest, no install
+    if failed.op == "restore" and failed.code == Code.NO_BACKUP:
+        run.release_lock()  # the backup op writes its manifest last: no manifest, no install
         return run.result(
             Outcome.ROLLED_BACK, f"{reason}; no backup was made, site-packages untouched"
         )
     if failed.op in ("restore", "journal"):
         files = (failed.data or {}).get("files", {})
-        _mark_unfinished(run, deploy_id, failed.error or "")
+        _mark_unfinished(run, deploy_id, stage, failed.error or "")
         return run.result(
             Outcome.NEEDS_ATTENTION,
             f"{stage} FAILED: {failed.error}; files: {files or 'unknown'}; "
@@ -60,7 +64,7 @@ def restore_backup(
             "once fixed, the next run takes it over with --break-lock",
             deploy_id=deploy_id,
         )
-    _release(run)
+    run.release_lock()
     return run.result(
         Outcome.NEEDS_ATTENTION,
         f"files restored, but the service is not healthy: {failed.error}",
@@ -69,20 +73,12 @@ def restore_backup(
     )
 
 
-def _mark_unfinished(run: HostRun, deploy_id: str, error: str) -> None:
-    try:
-        run.call(
-            [
-                ("rollback", journal_op(deploy_id, "rollback_failed", error=error[:500])),
-                ("rollback", unlock_op(run.run_id)),
-            ]
-        )
-    except TransportError:
-        pass  # the journal still says "installing": recover will find it
-
-
-def _release(run: HostRun) -> None:
-    try:
-        run.call([("commit", unlock_op(run.run_id))])
-    except TransportError:
-        pass
+def _mark_unfinished(run: HostRun, deploy_id: str, stage: Stage, error: str) -> None:
+    """Journal `rollback_failed` and release the lock; best effort (the journal still says
+    `installing` when this fails too, so recover finds the deploy either way)."""
+    run.try_call(
+        [
+            (stage, rq.journal_op(deploy_id, "rollback_failed", error=error[:500])),
+            (Stage.UNLOCK, rq.unlock_op(run.run_id)),
+        ]
+    )

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ddtree_deploy.agent import Op
-from ddtree_deploy.errors import TransportError
-from ddtree_deploy.pipeline.context import HostResult, HostRun, Outcome, unreachable
+from ddtree_deploy.events import Stage
+from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
 
-PICK_STAGE = "connect"
+PICK_STAGE = Stage.CONNECT
 
 PreparedFn = Callable[[HostRun, PreparedPatchset], HostResult]
 FallbackFn = Callable[[HostRun, str], HostResult]
@@ -28,10 +29,9 @@ def read_package_version(run: HostRun, package: str) -> str | None | HostResult:
     NEEDS_ATTENTION result when the host cannot be reached or cannot answer (REFUSED for
     an unknown or changed host key)."""
     op = Op(op="facts", args={"paths": [], "package": package})
-    try:
-        response = run.call([(PICK_STAGE, op)])
-    except TransportError as exc:
-        return unreachable(run, exc)
+    response = run.ask([(PICK_STAGE, op)])
+    if isinstance(response, HostResult):
+        return response
     if not response.ok:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from ddtree_deploy.pipeline import HostResult
+from ddtree_deploy.results import HostResult
 
 _MESSAGE_CHARS = 1000
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from ddtree_deploy.pipeline import HostResult, Outcome
+from ddtree_deploy.results import HostResult, Outcome
 
 # The Rich style of each outcome, wherever an outcome is shown to people.
 OUTCOME_STYLE = {

@@ -11,8 +11,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from ddtree_deploy.pipeline import HostResult
 from ddtree_deploy.report.summary import OUTCOME_STYLE
+from ddtree_deploy.results import HostResult
 
 
 def _plain(value: object) -> str:

@@ -22,6 +22,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ddtree_deploy.patchset.models import SERVE_ARGS_KEY
 
@@ -165,3 +166,16 @@ def describe_serve_text(path: str, text: str | None) -> str:
     args, env = parse_serve_file(text)
     shown = ServeFile(path, tuple(args), tuple(sorted(env.items())), b"")
     return shown.describe()
+
+
+def describe_serve_fact(serve: dict[str, Any]) -> dict[str, Any]:
+    """Return the host's serve-file fact without its raw text (it may hold an api key).
+
+    Adds `flags` (one redacted line, or `PATH: (absent)`) and `args` (the arguments with
+    secret values replaced by ***); every other key (path, sha256, mode...) is kept.
+    """
+    shown = {k: v for k, v in serve.items() if k != "text"}
+    text = serve.get("text")
+    shown["flags"] = describe_serve_text(serve["path"], text)
+    shown["args"] = redact_args(parse_serve_file(text)[0]) if text else []
+    return shown

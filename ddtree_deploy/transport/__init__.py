@@ -2,6 +2,7 @@
 
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport, TransportStats
+from ddtree_deploy.transport.fake import FakeTransport
 from ddtree_deploy.transport.local import LocalTransport
 from ddtree_deploy.transport.ssh import SSHTransport
 
@@ -11,4 +12,11 @@ def open_transport(host: Host) -> Transport:
     return LocalTransport(host) if host.transport == "local" else SSHTransport(host)
 
 
-__all__ = ["LocalTransport", "SSHTransport", "Transport", "TransportStats", "open_transport"]
+__all__ = [
+    "FakeTransport",
+    "LocalTransport",
+    "SSHTransport",
+    "Transport",
+    "TransportStats",
+    "open_transport",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from ddtree_deploy.agent import agent_command, packed_agent
-from ddtree_deploy.errors import TransportError
+from ddtree_deploy.errors import ConnectError, TransportError
 from ddtree_deploy.transport.base import Transport
 
 
@@ -21,7 +21,9 @@ class LocalTransport(Transport):
                 capture_output=True,
                 timeout=3600,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except OSError as exc:  # never started: nothing ran
+            raise ConnectError(self.host.name, f"cannot run {self.host.python}: {exc}") from None
+        except subprocess.TimeoutExpired as exc:  # it ran, and may have done part of its work
             raise TransportError(self.host.name, f"cannot run {self.host.python}: {exc}") from None
         return (
             done.stdout.decode(errors="replace"),

@@ -20,7 +20,7 @@ from fabric import Connection
 
 from ddtree_deploy.agent import agent_shell_line, packed_agent
 from ddtree_deploy.agent.host.wire import END
-from ddtree_deploy.errors import HostKeyError, TransportError
+from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport
 
@@ -71,9 +71,9 @@ class SSHTransport(Transport):
                     f"unknown host key for {host.address}:{host.port}: not in {known_hosts}; "
                     "add it with ssh-keyscan after checking its fingerprint",
                 ) from None
-            raise TransportError(host.name, f"SSH failed to {host.label}: {exc}") from None
+            raise ConnectError(host.name, f"SSH failed to {host.label}: {exc}") from None
         except (OSError, EOFError) as exc:
-            raise TransportError(host.name, f"cannot connect to {host.label}: {exc}") from None
+            raise ConnectError(host.name, f"cannot connect to {host.label}: {exc}") from None
         sock = conn.client.get_transport().sock
         if isinstance(sock, socket.socket):  # Paramiko never sets it: ~40 ms per op otherwise
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

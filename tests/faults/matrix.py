@@ -14,18 +14,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STAGES = (
-    "preflight",
-    "backup",
-    "journal",
-    "install",
-    "compile",
-    "smoke",
-    "restart",
-    "health",
-    "commit",
-    "rollback",
-)
+from ddtree_deploy.events import STAGE_ORDER
+
+# The op (and journal state) a fault is injected at, per stage.
+HOLD_AT = {
+    "preflight": ("lock_acquire", None),
+    "backup": ("backup", None),
+    "journal": ("journal", "installing"),
+    "install": ("install", None),
+    "compile": ("compile", None),
+    "smoke": ("smoke", None),
+    "restart": ("restart", None),
+    "health": ("health", None),
+    "commit": ("journal", "committed"),
+    "rollback": ("restore", None),
+}
+
+
+# The push stages the matrix covers, in STAGE_ORDER (defined once in ddtree_deploy.events).
+STAGES = tuple(stage for stage in STAGE_ORDER if stage in HOLD_AT)
 FAULTS = (
     "ssh_cut",
     "disk_full",
@@ -64,19 +71,6 @@ FAULT_HOW = {
     "never_ready": "the service starts but its health URL answers 503 (short ready timeout)",
     "sigkill": "the agent is held at the stage's op, the controller process is SIGKILLed, "
     "then the agent is let go",
-}
-# The op (and journal state) a fault is injected at, per stage.
-HOLD_AT = {
-    "preflight": ("lock_acquire", None),
-    "backup": ("backup", None),
-    "journal": ("journal", "installing"),
-    "install": ("install", None),
-    "compile": ("compile", None),
-    "smoke": ("smoke", None),
-    "restart": ("restart", None),
-    "health": ("health", None),
-    "commit": ("journal", "committed"),
-    "rollback": ("restore", None),
 }
 
 

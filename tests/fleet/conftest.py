@@ -83,7 +83,7 @@ def parse_events(stdout: str) -> list[Event]:
     events = [Event.model_validate_json(line) for line in stdout.splitlines()]
     for e in events:
         assert e.schema_version == EVENT_SCHEMA_VERSION
-        assert e.stage in STAGE_ORDER or e.stage == "summary", e.stage
+        assert e.stage in STAGE_ORDER, e.stage
     return events
 
 

@@ -8,7 +8,8 @@ import time
 from ddtree_deploy.events import Event
 from ddtree_deploy.fleet import RolloutPolicy, parse_batches, parse_count, run_rollout
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.pipeline import HostResult, HostRun, Outcome
+from ddtree_deploy.pipeline import HostRun
+from ddtree_deploy.results import HostResult, Outcome
 
 
 def hosts(count: int) -> list[Host]:

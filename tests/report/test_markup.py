@@ -8,7 +8,6 @@ import pytest
 from rich.console import Console
 
 from ddtree_deploy.events import Event
-from ddtree_deploy.pipeline import HostResult, Outcome
 from ddtree_deploy.report import (
     ConsoleSink,
     backups_table,
@@ -18,6 +17,7 @@ from ddtree_deploy.report import (
     smoke_table,
     status_table,
 )
+from ddtree_deploy.results import HostResult, Outcome
 
 # Bold tag, unknown style (silently dropped by Rich) and a stray closing tag (MarkupError).
 NASTY = "expected 'x = out[b]' near [anything.lower] then [/x"

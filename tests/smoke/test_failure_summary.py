@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ddtree_deploy.pipeline import HostResult, Outcome
-from ddtree_deploy.pipeline.manage import describe_smoke_failure, describe_suite
 from ddtree_deploy.report import summary_markdown
+from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.stages.smoke_results import describe_smoke_failure, describe_suite
 from tests.smoke.test_server_suite import (
     fake,
     gate,

@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 
 from ddtree_deploy.events import StageRecord
-from ddtree_deploy.pipeline import HostResult, Outcome
-from ddtree_deploy.pipeline.manage import describe_suite
 from ddtree_deploy.report import junit_xml, smoke_table
+from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.stages.smoke_results import describe_suite
 
 INTEGRITY_FAILED = {
     "suite": "integrity",

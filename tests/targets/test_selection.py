@@ -12,7 +12,8 @@ from ddtree_deploy.agent import AgentRequest, AgentResponse, OpResult
 from ddtree_deploy.errors import PatchsetError, TransportError
 from ddtree_deploy.events import Event, HostRecorder
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.pipeline import HostResult, HostRun, Outcome, per_host, pick_patchset
+from ddtree_deploy.pipeline import HostRun, per_host, pick_patchset
+from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset, prepare_choice
 from ddtree_deploy.transport import Transport
 from tests.support import REPO, make_patchset

@@ -1,0 +1,35 @@
+"""`backups prune` for one host: keep the newest backups, under the host lock."""
+
+from __future__ import annotations
+
+from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.events import Stage
+from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.stages import requests as rq
+
+LOCK_TTL_S = 600.0
+
+
+def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
+    """Remove all but the newest `keep` backups (never an unfinished deploy's): one round
+    trip of lock (preflight), prune, unlock. LOCKED when another run holds the host."""
+    response = run.ask(
+        [
+            (Stage.PREFLIGHT, rq.lock_op(run.run_id, holder, LOCK_TTL_S)),
+            (Stage.PRUNE, rq.prune_op(keep)),
+            (Stage.UNLOCK, rq.unlock_op(run.run_id)),
+        ]
+    )
+    if isinstance(response, HostResult):
+        return response
+    failed = response.failed
+    if failed is not None and failed.code == Code.LOCKED:
+        return run.result(Outcome.LOCKED, failed.error or "locked")
+    if not response.ok:
+        run.release_lock()
+        error = failed.error if failed else response.error
+        return run.result(Outcome.NEEDS_ATTENTION, error or "prune failed")
+    pruned = response.result("prune")
+    data = (pruned.data if pruned is not None else None) or {"removed": []}
+    return run.result(Outcome.OK, f"removed {len(data['removed'])} backup(s)", details=data)

@@ -1,0 +1,103 @@
+"""What each stage of a push sends: its agent ops, built from the patchset, the host and
+the options (pure; pipeline/push.py decides which requests go and what a failure means)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddtree_deploy.agent import Op
+from ddtree_deploy.events import Stage
+from ddtree_deploy.pipeline.context import HostRun, Step
+from ddtree_deploy.stages import PreparedPatchset
+from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages.serve_file import ServeFile
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    """How to push: who holds the lock, whether to restart, lock TTL, takeover, backups."""
+
+    holder: str
+    restart: bool = True
+    lock_ttl_s: float = 3600.0
+    break_lock: bool = False
+    keep_backups: int = 5
+    smoke_sources: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class PushSteps:
+    """One push to one host; site, plan and deploy_id are known once preflight passed."""
+
+    run: HostRun
+    prepared: PreparedPatchset
+    opts: PushOptions
+    serve: ServeFile | None
+    site: str = ""
+    plan: dict = field(default_factory=dict)
+    deploy_id: str = ""
+
+    @property
+    def restarts(self) -> bool:
+        return self.opts.restart and self.run.host.service.kind != "none"
+
+    @property
+    def records_reference(self) -> bool:
+        prepared = self.prepared
+        return (
+            self.restarts and prepared.lossless is not None and "server" in prepared.after_restart
+        )
+
+    def steps(self, stages: tuple[Stage, ...]) -> list[Step]:
+        """The (stage, op) pairs a request of `stages` sends in this push (empty: not sent)."""
+        return [(stage, op) for stage in stages for op in self.ops(stage)]
+
+    def ops(self, stage: Stage) -> list[Op]:
+        """The ops `stage` sends in this push; [] when the stage does not run here."""
+        run, prepared, site, deploy_id = self.run, self.prepared, self.site, self.deploy_id
+        sources, timeout_s = self.opts.smoke_sources or {}, prepared.smoke_timeout_s
+        match stage:
+            case Stage.PREFLIGHT:
+                opts = self.opts
+                return [
+                    rq.facts_op(run.host, prepared),
+                    rq.check_plan_op(prepared, run.run_id, opts.break_lock, self.serve),
+                    rq.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
+                ]
+            case Stage.BACKUP:
+                return [rq.backup_op(deploy_id, site, prepared, self.serve)]
+            case Stage.JOURNAL:
+                intent = {"patchset": prepared.ref, "run_id": run.run_id}
+                backup = f"backups/{deploy_id}"
+                return [
+                    rq.journal_op(deploy_id, "installing", **intent, backup=backup, files=self.plan)
+                ]
+            case Stage.INSTALL:
+                return [rq.install_op(site, prepared, deploy_id, self.serve)]
+            case Stage.COMPILE:
+                return [rq.compile_op(site, prepared)]
+            case Stage.SMOKE if prepared.suites:
+                return [rq.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)]
+            case Stage.REFERENCE if self.records_reference:
+                # the old server, still running: its greedy outputs, if it is plain greedy
+                server = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
+                names = ["server"]
+                return [rq.smoke_op(run.host, site, prepared, server, timeout_s, names, "record")]
+            case Stage.RESTART | Stage.HEALTH if self.restarts:
+                return [op for name, op in rq.service_ops(run.host) if name == stage]
+            case Stage.VERIFY if self.restarts and prepared.after_restart:
+                after = list(prepared.after_restart)
+                return [rq.smoke_op(run.host, site, prepared, sources, timeout_s, after)]
+            case Stage.COMMIT:
+                return [rq.journal_op(deploy_id, "committed", patchset=prepared.ref)]
+            case Stage.UNLOCK:
+                return [rq.unlock_op(run.run_id)]
+            case Stage.PRUNE:
+                return [rq.prune_op(self.opts.keep_backups)]
+        return []
+
+    def skip_reason(self, stage: Stage) -> str | None:
+        """Why a stage reported as skipped does not run in this push (only `restart`)."""
+        if stage != Stage.RESTART or self.restarts:
+            return None
+        return "--no-restart" if not self.opts.restart else "service kind none"

@@ -1,0 +1,54 @@
+"""Smoke suite results in words (pure): one line per suite, one line per failed push; the
+pipeline puts them in its events, the report shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Checks a passing suite names with what they measured, so a reader sees the gate had teeth.
+HEADLINE_CHECKS = ("lossless_sequential", "lossless_concurrent", "acceptance")
+
+
+def describe_suite(suite: dict[str, Any]) -> str:
+    """Return one line for a suite result: `name: verdict (passed/total checks)[: why]`.
+
+    `why`, for a suite that did not pass: its failed checks as `check: summary` (the first
+    line of each detail), else the suite's own details; at most 300 characters.
+    """
+    checks = suite.get("checks") or []
+    passed = sum(1 for c in checks if c.get("passed"))
+    verdict = "skipped" if suite.get("skipped") else "passed" if suite.get("passed") else "FAILED"
+    line = f"{suite.get('suite', '?')}: {verdict} ({passed}/{len(checks)} checks)"
+    if verdict == "passed":
+        shown = [summarize_check(c) for c in checks if c.get("name") in HEADLINE_CHECKS]
+        return f"{line}: {'; '.join(shown)}" if shown else line
+    failed = [summarize_check(c) for c in checks if not c.get("passed")]
+    why = "; ".join(failed) or str(suite.get("details") or "")
+    return f"{line}: {why[:300]}" if why else line
+
+
+def describe_smoke_failure(suites: list[dict[str, Any]]) -> str:
+    """Return which check of which failed suite failed, on what and why, in one line.
+
+    One `suite: check: summary` per failed suite (its first failed check, `(+N more)` when
+    others failed too), joined by `; `; "" when no suite failed. Example:
+    `server: lossless_sequential: prompt 3/8: first difference at token 17: expected 5, got 12`.
+    """
+    parts = []
+    for suite in suites:
+        if suite.get("passed") or suite.get("skipped"):
+            continue
+        failed = [c for c in suite.get("checks") or [] if not c.get("passed")]
+        if failed:
+            more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+            why = summarize_check(failed[0])[:240] + more
+        else:  # no result line: timed out, crashed
+            why = str(suite.get("details") or "failed").splitlines()[0][:240]
+        parts.append(f"{suite.get('suite', '?')}: {why}")
+    return "; ".join(parts)
+
+
+def summarize_check(check: dict[str, Any]) -> str:
+    """Return `name: first line of its detail` (just the name when it has no detail)."""
+    lines = str(check.get("detail") or "").strip().splitlines()
+    return f"{check.get('name', '?')}: {lines[0]}" if lines else str(check.get("name", "?"))
