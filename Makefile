@@ -3,9 +3,11 @@ PYTHON ?= python3
 SANDBOX ?= /tmp/ddtree-deploy-sandbox
 export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
 
-.PHONY: install deps demo demo-down test test-fast test-serving lint bench soak faults clean
+.PHONY: install install-py coverage deps demo demo-down test test-fast test-serving lint bench soak faults clean
 
-install: deps  ## the tool, its test deps and the test sandbox (sandbox/) into the current python
+install: deps install-py  ## openssh-server, then the tool, its test deps and the sandbox
+
+install-py:  ## the tool, its test deps and the test sandbox (sandbox/) into the current python
 	$(PYTHON) -m pip install -q -e '.[test]' -e ./sandbox
 
 deps:  ## openssh-server for the sandbox hosts (root, Debian/Ubuntu)
@@ -24,8 +26,14 @@ test: install lint  ## the whole suite: unit tests and real-sshd host tests
 test-serving: install  ## DDTree on real sglang servers: lossless gate, flags, every negative control
 	$(PYTHON) -m pytest -q tests/serving tests/sandbox/test_cpu_fixture.py
 
-test-fast: install
+test-fast: install-py  ## unit tests, the agent's ops on a temp dir and the pipeline's decisions: no root, no sshd
 	$(PYTHON) -m pytest -q -m "not slow and not hosts"
+
+coverage: install-py  ## line coverage of agent/ and pipeline/ under test-fast (MARKS="not slow" for make test's set)
+	rm -rf .coverage-data && mkdir -p .coverage-data
+	$(PYTHON) -m coverage run -m pytest -q -m "$(or $(MARKS),not slow and not hosts)"
+	$(PYTHON) -m coverage combine -q
+	$(PYTHON) -m coverage report
 
 lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and mypy
 	$(PYTHON) -m ruff check .
