@@ -16,7 +16,7 @@ from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.transport import Transport
 
 # One op of a request and the stage its result is reported under.
@@ -126,7 +126,7 @@ class HostRun:
 
         Returns True when the host answered and the release op succeeded.
         """
-        response = self.try_call([(Stage.UNLOCK, rq.unlock_op(self.run_id))])
+        response = self.try_call([(Stage.UNLOCK, ops.unlock_op(self.run_id))])
         return response is not None and response.ok
 
     def result(self, outcome: Outcome, message: str = "", **kw: Any) -> HostResult:

@@ -8,7 +8,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import describe_serve_fact
 
 
@@ -19,7 +19,7 @@ def read_facts(run: HostRun, prepared: PreparedPatchset | None, stage: Stage) ->
     The serve file's raw text never leaves this function (it may hold an api key): its
     fact carries redacted `flags` and `args` instead.
     """
-    response = run.ask([(stage, rq.facts_op(run.host, prepared))])
+    response = run.ask([(stage, ops.facts_op(run.host, prepared))])
     if isinstance(response, HostResult):
         return response
     if not response.ok:

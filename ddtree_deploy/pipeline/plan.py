@@ -10,7 +10,7 @@ from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import diff_flags, redact_args
 
 
@@ -34,7 +34,7 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
     plan = plan_files(prepared, facts)
     details = {"files": plan, "package_version": facts["package_version"]}
     try:
-        serve = rq.plan_serve_file(run.host, prepared)
+        serve = ops.plan_serve_file(run.host, prepared)
     except ValueError as exc:
         return run.result(Outcome.REFUSED, str(exc), details=details)
     if serve is not None:

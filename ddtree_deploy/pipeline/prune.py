@@ -6,7 +6,7 @@ from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 600.0
 
@@ -16,9 +16,9 @@ def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
     trip of lock (preflight), prune, unlock. LOCKED when another run holds the host."""
     response = run.ask(
         [
-            (Stage.PREFLIGHT, rq.lock_op(run.run_id, holder, LOCK_TTL_S)),
-            (Stage.PRUNE, rq.prune_op(keep)),
-            (Stage.UNLOCK, rq.unlock_op(run.run_id)),
+            (Stage.PREFLIGHT, ops.lock_op(run.run_id, holder, LOCK_TTL_S)),
+            (Stage.PRUNE, ops.prune_op(keep)),
+            (Stage.UNLOCK, ops.unlock_op(run.run_id)),
         ]
     )
     if isinstance(response, HostResult):

@@ -16,7 +16,7 @@ from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.smoke_results import describe_smoke_failure, describe_suite
 
 
@@ -71,7 +71,7 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     itself failed (the message says what to run).
     """
     try:
-        serve = rq.plan_serve_file(run.host, prepared)
+        serve = ops.plan_serve_file(run.host, prepared)
     except ValueError as exc:
         return run.result(Outcome.REFUSED, str(exc))
     if serve is not None:

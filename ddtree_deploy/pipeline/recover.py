@@ -9,7 +9,7 @@ from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 3600.0
 
@@ -29,7 +29,7 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
     lock = facts["lock"] or {}
     # The dead run's own lock may be taken over; anyone else's may not.
     steal = lock.get("run_id") is not None and lock.get("run_id") == pending.get("run_id")
-    taken = run.ask([(Stage.RECOVER, rq.lock_op(run.run_id, holder, LOCK_TTL_S, steal))])
+    taken = run.ask([(Stage.RECOVER, ops.lock_op(run.run_id, holder, LOCK_TTL_S, steal))])
     if isinstance(taken, HostResult):
         return taken
     if not taken.ok:

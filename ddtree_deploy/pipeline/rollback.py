@@ -9,7 +9,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 3600.0
 
@@ -24,8 +24,8 @@ def rollback_host(
     """
     pre = run.ask(
         [
-            (Stage.PREFLIGHT, rq.facts_op(run.host, None)),
-            (Stage.PREFLIGHT, rq.lock_op(run.run_id, holder, LOCK_TTL_S, break_lock)),
+            (Stage.PREFLIGHT, ops.facts_op(run.host, None)),
+            (Stage.PREFLIGHT, ops.lock_op(run.run_id, holder, LOCK_TTL_S, break_lock)),
         ]
     )
     if isinstance(pre, HostResult):

@@ -7,7 +7,7 @@ from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.smoke_results import describe_smoke_failure, describe_suite
 
 
@@ -21,7 +21,7 @@ def smoke_host(run: HostRun, prepared: PreparedPatchset, sources: dict[str, str]
     if isinstance(facts, HostResult):
         return facts
     site, timeout_s = facts["site_packages"], prepared.smoke_timeout_s
-    response = run.ask([(Stage.SMOKE, rq.smoke_op(run.host, site, prepared, sources, timeout_s))])
+    response = run.ask([(Stage.SMOKE, ops.smoke_op(run.host, site, prepared, sources, timeout_s))])
     if isinstance(response, HostResult):
         return response
     if not response.results:  # the agent refused the request as a whole
