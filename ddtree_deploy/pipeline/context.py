@@ -8,7 +8,7 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op
@@ -55,12 +55,18 @@ def new_deploy_id(name: str, version: str) -> str:
 
 @dataclass
 class HostRun:
-    """Sends stage-tagged ops to one host and turns op results into stage events."""
+    """Sends stage-tagged ops to one host and turns op results into stage events.
+
+    controller_pid/controller_machine: this controller's process id and machine name, as
+    the host lock records them (default: this process on this machine).
+    """
 
     host: Host
     transport: Transport
     recorder: HostRecorder
     run_id: str
+    controller_pid: int = field(default_factory=os.getpid)
+    controller_machine: str = field(default_factory=socket.gethostname)
 
     def call(self, steps: Sequence[Step]) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.

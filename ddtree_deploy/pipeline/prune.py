@@ -14,9 +14,12 @@ LOCK_TTL_S = 600.0
 def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
     """Remove all but the newest `keep` backups (never an unfinished deploy's): one round
     trip of lock (preflight), prune, unlock. LOCKED when another run holds the host."""
+    lock_op = ops.lock_op(
+        run.run_id, holder, LOCK_TTL_S, pid=run.controller_pid, controller=run.controller_machine
+    )
     response = run.ask(
         [
-            (Stage.PREFLIGHT, ops.lock_op(run.run_id, holder, LOCK_TTL_S)),
+            (Stage.PREFLIGHT, lock_op),
             (Stage.PRUNE, ops.prune_op(keep)),
             (Stage.UNLOCK, ops.unlock_op(run.run_id)),
         ]

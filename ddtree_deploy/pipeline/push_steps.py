@@ -62,7 +62,14 @@ class PushSteps:
                 return [
                     ops.facts_op(run.host, prepared),
                     ops.check_plan_op(prepared, run.run_id, opts.break_lock, self.serve),
-                    ops.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
+                    ops.lock_op(
+                        run.run_id,
+                        opts.holder,
+                        opts.lock_ttl_s,
+                        opts.break_lock,
+                        pid=run.controller_pid,
+                        controller=run.controller_machine,
+                    ),
                 ]
             case Stage.BACKUP:
                 return [ops.backup_op(deploy_id, site, prepared, self.serve)]

@@ -29,7 +29,15 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
     lock = facts["lock"] or {}
     # The dead run's own lock may be taken over; anyone else's may not.
     steal = lock.get("run_id") is not None and lock.get("run_id") == pending.get("run_id")
-    taken = run.ask([(Stage.RECOVER, ops.lock_op(run.run_id, holder, LOCK_TTL_S, steal))])
+    lock_op = ops.lock_op(
+        run.run_id,
+        holder,
+        LOCK_TTL_S,
+        steal,
+        pid=run.controller_pid,
+        controller=run.controller_machine,
+    )
+    taken = run.ask([(Stage.RECOVER, lock_op)])
     if isinstance(taken, HostResult):
         return taken
     if not taken.ok:

@@ -22,12 +22,15 @@ def rollback_host(
     OK once restored; REFUSED (lock released again) when there is nothing to roll back;
     LOCKED when another run holds the host; otherwise what `restore_backup` says.
     """
-    pre = run.ask(
-        [
-            (Stage.PREFLIGHT, ops.facts_op(run.host, None)),
-            (Stage.PREFLIGHT, ops.lock_op(run.run_id, holder, LOCK_TTL_S, break_lock)),
-        ]
+    lock_op = ops.lock_op(
+        run.run_id,
+        holder,
+        LOCK_TTL_S,
+        break_lock,
+        pid=run.controller_pid,
+        controller=run.controller_machine,
     )
+    pre = run.ask([(Stage.PREFLIGHT, ops.facts_op(run.host, None)), (Stage.PREFLIGHT, lock_op)])
     if isinstance(pre, HostResult):
         return pre
     if pre.failed is not None:

@@ -136,14 +136,14 @@ def test_lock_acquire_and_release(fake_host):
     assert first.ok and first.results[0].data["lock"]["pid"] == 7
     assert oct((state / "lock").stat().st_mode & 0o777) == "0o600"
     assert fake_host.call_ops(take).results[0].data["reentered"] is True
-    other = fake_host.call_ops(ops.lock_op("r2", "carol", 60))
+    other = fake_host.call_ops(ops.lock_op("r2", "carol", 60, pid=8, controller="ctl"))
     assert other.failed.code == Code.LOCKED and "bob" in other.failed.error
     assert fake_host.call_ops(ops.unlock_op("r2")).results[0].data["released"] is False
     lock = json.loads((state / "lock").read_text())
     (state / "lock").write_text(json.dumps(dict(lock, expires_epoch=0)))  # expired
-    assert fake_host.call_ops(ops.lock_op("r2", "carol", 60)).ok
+    assert fake_host.call_ops(ops.lock_op("r2", "carol", 60, pid=8, controller="ctl")).ok
     (state / "lock").write_text("not json")  # unreadable: counts as expired
-    assert fake_host.call_ops(ops.lock_op("r3", "dave", 60)).ok
+    assert fake_host.call_ops(ops.lock_op("r3", "dave", 60, pid=8, controller="ctl")).ok
 
 
 def test_install_refuses_before_writing_anything(fake_host):

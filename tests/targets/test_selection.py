@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, OpResult
+from ddtree_deploy.agent.host.wire import FactsArgs
 from ddtree_deploy.errors import PatchsetError, TransportError
 from ddtree_deploy.events import Event, HostRecorder
 from ddtree_deploy.inventory import Host
@@ -117,7 +118,7 @@ def test_pick_reads_the_installed_version_once(mixed_dir, installed, ref):
     assert isinstance(picked, PreparedPatchset) and picked.ref == ref
     (request,) = run.transport.requests
     assert [op.op for op in request.ops] == ["facts"]
-    assert request.ops[0].args == {"paths": [], "package": "sglang"}
+    assert request.ops[0].typed_args() == FactsArgs(paths=[], package="sglang", serve_path=None)
     info = [e for e in events if e.event == "info"]
     assert info[0].stage == "connect"
     assert info[0].data == {"patchset": ref, "package_version": installed}
