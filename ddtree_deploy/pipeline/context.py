@@ -7,11 +7,11 @@ import getpass
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddtree_deploy.agent import AgentRequest, AgentResponse, Op
+from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
@@ -20,7 +20,7 @@ from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.transport import Transport
 
 # One op of a request and the stage its result is reported under.
-Step = tuple[str, Op]
+Step = tuple[Stage, Op]
 
 
 def new_run_id() -> str:
@@ -33,7 +33,7 @@ def controller_holder() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
 
 
-def holder_is_dead(lock: dict | None) -> bool:
+def holder_is_dead(lock: Mapping[str, Any] | None) -> bool:
     """True when the lock's holder ran on this controller and its process is gone.
 
     A holder on another machine cannot be checked from here: it counts as alive.
@@ -83,7 +83,7 @@ class HostRun:
         except TransportError as exc:
             self.recorder.fail(stages[0], str(exc))
             raise
-        by_stage: dict[str, list] = {}
+        by_stage: dict[str, list[OpResult]] = {}
         for (stage, _), result in zip(steps, response.results, strict=False):
             by_stage.setdefault(stage, []).append(result)
         if stages[0] not in by_stage:  # the agent refused the whole request

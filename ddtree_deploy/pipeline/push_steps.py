@@ -34,7 +34,7 @@ class PushSteps:
     opts: PushOptions
     serve: ServeFile | None
     site: str = ""
-    plan: dict = field(default_factory=dict)
+    plan: dict[str, str] = field(default_factory=dict)
     deploy_id: str = ""
 
     @property

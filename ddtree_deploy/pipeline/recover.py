@@ -20,13 +20,14 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
     NO_CHANGES when nothing is pending; LOCKED when a live run (not the dead one) holds
     the host; OK once restored; otherwise what `restore_backup` says.
     """
-    facts = read_facts(run, None, Stage.PREFLIGHT)
-    if isinstance(facts, HostResult):
-        return facts
-    if not facts["pending"]:
+    found = read_facts(run, None, Stage.PREFLIGHT)
+    if isinstance(found, HostResult):
+        return found
+    facts = found.facts
+    if not facts.pending:
         return run.result(Outcome.NO_CHANGES, "nothing to recover")
-    pending = facts["pending"][-1]
-    lock = facts["lock"] or {}
+    pending = facts.pending[-1]
+    lock = facts.lock or {}
     # The dead run's own lock may be taken over; anyone else's may not.
     steal = lock.get("run_id") is not None and lock.get("run_id") == pending.get("run_id")
     lock_op = ops.lock_op(

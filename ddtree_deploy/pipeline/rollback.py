@@ -36,17 +36,17 @@ def rollback_host(
     if pre.failed is not None:
         outcome = Outcome.LOCKED if pre.failed.code == Code.LOCKED else Outcome.NEEDS_ATTENTION
         return run.result(outcome, pre.failed.error or "preflight failed")
-    if not pre.ok:
+    facts = pre.facts()
+    if not pre.ok or facts is None:
         return run.result(Outcome.NEEDS_ATTENTION, pre.error or "preflight failed")
-    facts = pre.results[0].data
     target = to
     if target is None:
-        committed = [d for d in facts["deploys"] if d.get("state") == "committed"]
+        committed = [d for d in facts.deploys if d.get("state") == "committed"]
         if not committed:
             run.release_lock()
             return run.result(Outcome.REFUSED, "no committed deploy to roll back")
         target = committed[-1]["deploy_id"]
-    elif target not in {b["deploy_id"] for b in facts["backups"]}:
+    elif target not in {b["deploy_id"] for b in facts.backups}:
         run.release_lock()
         return run.result(Outcome.REFUSED, f"no backup named {target!r} on this host")
     result = restore_backup(run, target, restart, Stage.ROLLBACK, reason="rollback requested")

@@ -32,10 +32,11 @@ def read_package_version(run: HostRun, package: str) -> str | None | HostResult:
     response = run.ask([(PICK_STAGE, op)])
     if isinstance(response, HostResult):
         return response
-    if not response.ok:
+    facts = response.facts()
+    if facts is None:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
-    return response.results[0].data.get("package_version")
+    return facts.package_version
 
 
 def no_match_message(choice: PatchsetChoice, installed: str | None) -> str:

@@ -17,6 +17,7 @@ from ddtree_deploy.pipeline import HostRun, per_host, pick_patchset
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset, prepare_choice
 from ddtree_deploy.transport import Transport
+from tests.pipeline.fakehost import RESULTS
 from tests.support import REPO, make_patchset
 
 DDTREE = REPO / "patchsets" / "ddtree"
@@ -51,7 +52,7 @@ class FactsTransport(Transport):
         self.requests.append(request)
         if not self.reachable:
             raise TransportError(self.host.name, "connection refused")
-        data = {"package_version": self.installed, "files": {}, "site_packages": "/x"}
+        data = {**RESULTS["facts"]["data"], "package_version": self.installed}
         results = [OpResult(op=op.op, ok=True, data=data) for op in request.ops]
         return AgentResponse(ok=True, results=results)
 
