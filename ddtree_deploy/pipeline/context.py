@@ -7,11 +7,12 @@ import getpass
 import os
 import secrets
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
+from ddtree_deploy.agent.host.wire_results import LockRecord
 from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
@@ -33,15 +34,16 @@ def controller_holder() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
 
 
-def holder_is_dead(lock: Mapping[str, Any] | None) -> bool:
+def holder_is_dead(lock: LockRecord | None) -> bool:
     """True when the lock's holder ran on this controller and its process is gone.
 
     A holder on another machine cannot be checked from here: it counts as alive.
     """
-    if not lock or lock.get("controller") != socket.gethostname() or not lock.get("pid"):
+    pid = lock.get("pid") if lock else None
+    if not lock or lock.get("controller") != socket.gethostname() or not pid:
         return False
     try:
-        with open(f"/proc/{int(lock['pid'])}/stat") as fh:
+        with open(f"/proc/{int(pid)}/stat") as fh:
             return fh.read().split(") ", 1)[1][:1] == "Z"
     except (OSError, ValueError, IndexError):
         return True

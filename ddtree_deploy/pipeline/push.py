@@ -10,7 +10,7 @@ from typing import Any
 
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.wire import Code
-from ddtree_deploy.agent.host.wire_results import PlanResult
+from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
@@ -122,7 +122,7 @@ def _judge_preflight(
     failed = pre.failed
     if failed is None:
         return None
-    lock: dict[str, Any] = (failed.data or {}).get("lock") or {}  # failure data: no record
+    lock: LockRecord = (failed.data or {}).get("lock") or LockRecord()  # refusals: {"lock"}
     dead_holder = failed.code == Code.LOCKED and holder_is_dead(lock)
     pending = facts.pending
     if dead_holder and pending:
@@ -188,7 +188,7 @@ def _report_suites(
     return reported
 
 
-def _holder(lock: dict[str, Any]) -> str:
+def _holder(lock: LockRecord) -> str:
     return f"{lock.get('holder')} (run {lock.get('run_id')}, since {lock.get('started')})"
 
 
