@@ -41,7 +41,7 @@ from ddtree_deploy.inventory import load_inventory  # noqa: E402
 from ddtree_deploy.patchset import load_patchset  # noqa: E402
 from ddtree_deploy.pipeline import PUSH_REQUESTS  # noqa: E402
 from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources  # noqa: E402
-from ddtree_deploy.stages import requests as rq  # noqa: E402
+from ddtree_deploy.stages import op_builders as ops  # noqa: E402
 from ddtree_deploy.stages.prepared import prepare_patchset  # noqa: E402
 from tests.support import make_patchset  # noqa: E402 - the repo's patchset variant builder
 
@@ -160,7 +160,7 @@ def scenario_a_plus(
     prepared = prepare_patchset(load_patchset(dirs["imports"] / "ddtree" / "1.0.0"))
     host = load_inventory(inventory).hosts[bench.hosts[0].name]
     sources = load_smoke_sources(["imports"], default_smoke_dir())
-    smoke = rq.smoke_op(host, bench.site_packages, prepared, sources, 600, ["imports"])
+    smoke = ops.smoke_op(host, bench.site_packages, prepared, sources, 600, ["imports"])
     suite_input = smoke.args["suites"][0]["input"]
     pushes, floors, smoke_host_s = [], [], []
     for i in range(runs):

@@ -70,7 +70,8 @@ def _names_this_project(pyproject: Path) -> bool:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False
-    return data.get("project", {}).get("name") == PROJECT_NAME
+    name: object = data.get("project", {}).get("name")
+    return name == PROJECT_NAME
 
 
 def version_key(version: str) -> Version:

@@ -31,7 +31,7 @@ def build_lock(patchset: Patchset) -> PatchsetLock:
                 kind=m.entry.kind,
                 source=m.entry.source,
                 source_sha256=digest(m.source),
-                base_sha256=digest(m.base),
+                base_sha256=None if m.base is None else digest(m.base),
                 result_sha256=digest(m.result),
             )
             for m in files

@@ -132,5 +132,6 @@ def compile_results(patchset: Patchset, files: list[Materialized]) -> None:
             ) from None
 
 
-def digest(data: bytes | None) -> str | None:
-    return None if data is None else sha256_bytes(data)
+def digest(data: bytes) -> str:
+    """Return the sha256 hex digest of `data`."""
+    return sha256_bytes(data)

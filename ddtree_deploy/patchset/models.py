@@ -62,7 +62,9 @@ class FileEntry(_Strict):
 
     @property
     def source(self) -> str:
-        return self.new if self.new is not None else self.patch  # type: ignore[return-value]
+        source = self.new if self.new is not None else self.patch
+        assert source is not None  # the validator above requires exactly one of new/patch
+        return source
 
 
 class SmokeConfig(_Strict):

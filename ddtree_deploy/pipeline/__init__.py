@@ -13,7 +13,8 @@ from ddtree_deploy.pipeline.context import (
 from ddtree_deploy.pipeline.hosts_check import hosts_check
 from ddtree_deploy.pipeline.plan import plan_files, plan_host
 from ddtree_deploy.pipeline.prune import prune_host
-from ddtree_deploy.pipeline.push import PUSH_REQUESTS, PushOptions, push_host
+from ddtree_deploy.pipeline.push import PUSH_REQUESTS, push_host
+from ddtree_deploy.pipeline.push_steps import PushOptions
 from ddtree_deploy.pipeline.recover import recover_host
 from ddtree_deploy.pipeline.rollback import rollback_host
 from ddtree_deploy.pipeline.select import per_host, pick_patchset

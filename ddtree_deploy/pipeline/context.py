@@ -8,19 +8,20 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ddtree_deploy.agent import AgentRequest, AgentResponse, Op
+from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
+from ddtree_deploy.agent.host.wire_results import LockRecord
 from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.transport import Transport
 
 # One op of a request and the stage its result is reported under.
-Step = tuple[str, Op]
+Step = tuple[Stage, Op]
 
 
 def new_run_id() -> str:
@@ -33,15 +34,16 @@ def controller_holder() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
 
 
-def holder_is_dead(lock: dict | None) -> bool:
+def holder_is_dead(lock: LockRecord | None) -> bool:
     """True when the lock's holder ran on this controller and its process is gone.
 
     A holder on another machine cannot be checked from here: it counts as alive.
     """
-    if not lock or lock.get("controller") != socket.gethostname() or not lock.get("pid"):
+    pid = lock.get("pid") if lock else None
+    if not lock or lock.get("controller") != socket.gethostname() or not pid:
         return False
     try:
-        with open(f"/proc/{int(lock['pid'])}/stat") as fh:
+        with open(f"/proc/{int(pid)}/stat") as fh:
             return fh.read().split(") ", 1)[1][:1] == "Z"
     except (OSError, ValueError, IndexError):
         return True
@@ -55,12 +57,18 @@ def new_deploy_id(name: str, version: str) -> str:
 
 @dataclass
 class HostRun:
-    """Sends stage-tagged ops to one host and turns op results into stage events."""
+    """Sends stage-tagged ops to one host and turns op results into stage events.
+
+    controller_pid/controller_machine: this controller's process id and machine name, as
+    the host lock records them (default: this process on this machine).
+    """
 
     host: Host
     transport: Transport
     recorder: HostRecorder
     run_id: str
+    controller_pid: int = field(default_factory=os.getpid)
+    controller_machine: str = field(default_factory=socket.gethostname)
 
     def call(self, steps: Sequence[Step]) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.
@@ -77,7 +85,7 @@ class HostRun:
         except TransportError as exc:
             self.recorder.fail(stages[0], str(exc))
             raise
-        by_stage: dict[str, list] = {}
+        by_stage: dict[str, list[OpResult]] = {}
         for (stage, _), result in zip(steps, response.results, strict=False):
             by_stage.setdefault(stage, []).append(result)
         if stages[0] not in by_stage:  # the agent refused the whole request
@@ -126,7 +134,7 @@ class HostRun:
 
         Returns True when the host answered and the release op succeeded.
         """
-        response = self.try_call([(Stage.UNLOCK, rq.unlock_op(self.run_id))])
+        response = self.try_call([(Stage.UNLOCK, ops.unlock_op(self.run_id))])
         return response is not None and response.ok
 
     def result(self, outcome: Outcome, message: str = "", **kw: Any) -> HostResult:

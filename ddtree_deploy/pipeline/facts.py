@@ -2,30 +2,52 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
+from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
-from ddtree_deploy.stages.serve_file import describe_serve_fact
+from ddtree_deploy.stages import op_builders as ops
+from ddtree_deploy.stages.serve_file import ServeFact, describe_serve_fact
 
 
-def read_facts(run: HostRun, prepared: PreparedPatchset | None, stage: Stage) -> dict | HostResult:
+@dataclass(frozen=True)
+class HostFacts:
+    """A host's facts as the controller keeps them.
+
+    facts: the facts op's answer, its `serve` left out (None): the raw serve file may hold
+    an api key. serve: that serve file described instead (redacted), or None when the host
+    has none to read.
+    """
+
+    facts: Facts
+    serve: ServeFact | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the facts as JSON, as the agent sent them but `serve` described."""
+        return self.facts.to_dict() | {"serve": self.serve.to_dict() if self.serve else None}
+
+
+def read_facts(
+    run: HostRun, prepared: PreparedPatchset | None, stage: Stage
+) -> HostFacts | HostResult:
     """Return the host's facts (the files of `prepared`, if given), reported under `stage`,
     or the result the host ends with: unreachable, or NEEDS_ATTENTION when facts failed.
 
-    The serve file's raw text never leaves this function (it may hold an api key): its
-    fact carries redacted `flags` and `args` instead.
+    The serve file's raw text never leaves this function (it may hold an api key): it
+    comes back as a ServeFact with redacted `flags` and `args` instead. Raises
+    wire.WireError when the answer is no Facts record (a bug).
     """
-    response = run.ask([(stage, rq.facts_op(run.host, prepared))])
+    response = run.ask([(stage, ops.facts_op(run.host, prepared))])
     if isinstance(response, HostResult):
         return response
-    if not response.ok:
+    facts = response.facts()
+    if facts is None:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
-    facts: dict[str, Any] = response.results[0].data
-    if facts.get("serve"):
-        facts["serve"] = describe_serve_fact(facts["serve"])
-    return facts
+    serve = describe_serve_fact(facts.serve) if facts.serve else None
+    return HostFacts(facts=dataclasses.replace(facts, serve=None), serve=serve)

@@ -12,7 +12,8 @@ from ddtree_deploy.stages import PreparedPatchset
 def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     """Reachability and facts (python, sglang version, file hashes, disk, GPUs, lock),
     reported as the `check` stage; OK with the facts as details."""
-    facts = read_facts(run, prepared, Stage.CHECK)
-    if isinstance(facts, HostResult):
-        return facts
-    return run.result(Outcome.OK, f"sglang {facts['package_version']}", details=facts)
+    found = read_facts(run, prepared, Stage.CHECK)
+    if isinstance(found, HostResult):
+        return found
+    message = f"sglang {found.facts.package_version}"
+    return run.result(Outcome.OK, message, details=found.to_dict())

@@ -5,20 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from ddtree_deploy.agent.host.pure import classify_file
+from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import diff_flags, redact_args
 
 
-def plan_files(prepared: PreparedPatchset, facts: dict[str, Any]) -> dict[str, str]:
-    """Per file: new / patched / unchanged / drifted (pure)."""
+def plan_files(prepared: PreparedPatchset, facts: Facts) -> dict[str, str]:
+    """Per file: new / patched / unchanged / drifted (pure); `facts` must cover every file."""
     plan = {}
     for f in prepared.files:
-        current = facts["files"][f.path]["sha256"]
+        current = facts.files[f.path].sha256
         state = classify_file(current, f.base_sha256, f.result_sha256, f.upgrade_sha256)
         if state == "pending":
             state = "new" if f.base_sha256 is None else "patched"
@@ -28,25 +29,27 @@ def plan_files(prepared: PreparedPatchset, facts: dict[str, Any]) -> dict[str, s
 
 def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
     """`plan` / `push --dry-run`: what a push would do; writes nothing, takes no lock."""
-    facts = read_facts(run, prepared, Stage.PREFLIGHT)
-    if isinstance(facts, HostResult):
-        return facts
+    found = read_facts(run, prepared, Stage.PREFLIGHT)
+    if isinstance(found, HostResult):
+        return found
+    facts = found.facts
     plan = plan_files(prepared, facts)
-    details = {"files": plan, "package_version": facts["package_version"]}
+    details: dict[str, Any] = {"files": plan, "package_version": facts.package_version}
     try:
-        serve = rq.plan_serve_file(run.host, prepared)
+        serve = ops.plan_serve_file(run.host, prepared)
     except ValueError as exc:
         return run.result(Outcome.REFUSED, str(exc), details=details)
     if serve is not None:
-        now = facts.get("serve") or {}
-        same = now.get("sha256") == serve.sha256
+        now = found.serve
+        same = now is not None and now.sha256 == serve.sha256
         plan[serve.path] = "unchanged" if same else "flags"
-        changes = diff_flags(now.get("args") or [], redact_args(serve.args))
-        details["serve"] = {"now": now.get("flags"), "new": serve.describe(), "changes": changes}
-    if facts["package_version"] != prepared.target_version:
-        msg = f"installed {facts['package_version']}, patchset targets {prepared.target_version}"
+        changes = diff_flags(now.args if now else (), redact_args(serve.args))
+        new = serve.describe()
+        details["serve"] = {"now": now.flags if now else None, "new": new, "changes": changes}
+    if facts.package_version != prepared.target_version:
+        msg = f"installed {facts.package_version}, patchset targets {prepared.target_version}"
         return run.result(Outcome.REFUSED, msg, details=details)
-    if facts["pending"]:
+    if facts.pending:
         return run.result(
             Outcome.NEEDS_ATTENTION, "unfinished deploy: run recover", details=details
         )

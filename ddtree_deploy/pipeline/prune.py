@@ -6,7 +6,7 @@ from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 600.0
 
@@ -14,11 +14,14 @@ LOCK_TTL_S = 600.0
 def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
     """Remove all but the newest `keep` backups (never an unfinished deploy's): one round
     trip of lock (preflight), prune, unlock. LOCKED when another run holds the host."""
+    lock_op = ops.lock_op(
+        run.run_id, holder, LOCK_TTL_S, pid=run.controller_pid, controller=run.controller_machine
+    )
     response = run.ask(
         [
-            (Stage.PREFLIGHT, rq.lock_op(run.run_id, holder, LOCK_TTL_S)),
-            (Stage.PRUNE, rq.prune_op(keep)),
-            (Stage.UNLOCK, rq.unlock_op(run.run_id)),
+            (Stage.PREFLIGHT, lock_op),
+            (Stage.PRUNE, ops.prune_op(keep)),
+            (Stage.UNLOCK, ops.unlock_op(run.run_id)),
         ]
     )
     if isinstance(response, HostResult):

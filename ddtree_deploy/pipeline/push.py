@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
@@ -16,8 +18,12 @@ from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
-from ddtree_deploy.stages.smoke_results import describe_smoke_failure, describe_suite
+from ddtree_deploy.stages import op_builders as ops
+from ddtree_deploy.stages.smoke_results import (
+    describe_smoke_failure,
+    describe_suite,
+    suite_results,
+)
 
 
 class OnFail(StrEnum):
@@ -71,7 +77,7 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     itself failed (the message says what to run).
     """
     try:
-        serve = rq.plan_serve_file(run.host, prepared)
+        serve = ops.plan_serve_file(run.host, prepared)
     except ValueError as exc:
         return run.result(Outcome.REFUSED, str(exc))
     if serve is not None:
@@ -84,15 +90,20 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     refused = _judge_preflight(run, prepared, pre)
     if refused is not None:
         return refused
-    replaced = (pre.result("lock_acquire").data or {}).get("lock", {}).get("replaced")
+    facts, plan = pre.facts(), pre.result_as("check_plan", PlanResult)
+    # Preflight passed: facts and check_plan answered, and check_plan found the target
+    # version installed (so site-packages is known).
+    assert facts is not None and facts.site_packages is not None and plan is not None
+    taken = pre.result("lock_acquire")  # {"lock": record}: no typed record
+    replaced = ((taken.data if taken else None) or {}).get("lock", {}).get("replaced")
     if replaced:
         run.recorder.info(
             Stage.PREFLIGHT, f"--break-lock: took over the lock of {_holder(replaced)}"
         )
     push = dataclasses.replace(
         push,
-        site=pre.result("facts").data["site_packages"],
-        plan=pre.result("check_plan").data["files"],
+        site=facts.site_packages,
+        plan=plan.files,
         deploy_id=new_deploy_id(prepared.name, prepared.version),
     )
     return _change(push, changes)
@@ -102,8 +113,8 @@ def _judge_preflight(
     run: HostRun, prepared: PreparedPatchset, pre: AgentResponse
 ) -> HostResult | None:
     """Return how the host ends when preflight stops the push (nothing changed), else None."""
-    facts = pre.result("facts")
-    if facts is None or not facts.ok:
+    facts = pre.facts()
+    if facts is None:
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {_error(pre)}")
     halted = pre.halted
     if halted is not None and halted.code == Code.NO_CHANGES:
@@ -111,9 +122,9 @@ def _judge_preflight(
     failed = pre.failed
     if failed is None:
         return None
-    lock = (failed.data or {}).get("lock")
+    lock: LockRecord = (failed.data or {}).get("lock") or LockRecord()  # refusals: {"lock"}
     dead_holder = failed.code == Code.LOCKED and holder_is_dead(lock)
-    pending = facts.data["pending"]
+    pending = facts.pending
     if dead_holder and pending:
         return run.result(
             Outcome.NEEDS_ATTENTION,
@@ -163,19 +174,21 @@ def _change(push: PushSteps, requests: list[Request]) -> HostResult:
     )
 
 
-def _report_suites(run: HostRun, steps: list[Step], response: AgentResponse) -> list[dict]:
+def _report_suites(
+    run: HostRun, steps: list[Step], response: AgentResponse
+) -> list[dict[str, Any]]:
     """Emit one info event per suite result of the smoke ops in `steps`; return them."""
     reported = []
     for (stage, _), result in zip(steps, response.results, strict=False):
         if result.op != "smoke":
             continue
-        for suite in (result.data or {}).get("suites") or []:
+        for suite in suite_results(result):
             run.recorder.info(stage, describe_suite(suite), data=suite)
             reported.append(suite)
     return reported
 
 
-def _holder(lock: dict) -> str:
+def _holder(lock: LockRecord) -> str:
     return f"{lock.get('holder')} (run {lock.get('run_id')}, since {lock.get('started')})"
 
 
@@ -190,7 +203,7 @@ def _rollback(push: PushSteps, response: AgentResponse, restarted: bool) -> Host
     if failed is None:  # the agent refused the whole request
         reason = f"failed: {response.error}"
     elif failed.code == Code.SMOKE_FAILED:  # name the check and its reason
-        suites = (failed.data or {}).get("suites") or []
+        suites = suite_results(failed)
         reason = f"{failed.op} failed: {describe_smoke_failure(suites) or failed.error}"
     else:
         reason = f"{failed.op} failed: {failed.error}"

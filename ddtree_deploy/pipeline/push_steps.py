@@ -9,7 +9,7 @@ from ddtree_deploy.agent import Op
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step
 from ddtree_deploy.stages import PreparedPatchset
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import ServeFile
 
 
@@ -34,7 +34,7 @@ class PushSteps:
     opts: PushOptions
     serve: ServeFile | None
     site: str = ""
-    plan: dict = field(default_factory=dict)
+    plan: dict[str, str] = field(default_factory=dict)
     deploy_id: str = ""
 
     @property
@@ -50,9 +50,9 @@ class PushSteps:
 
     def steps(self, stages: tuple[Stage, ...]) -> list[Step]:
         """The (stage, op) pairs a request of `stages` sends in this push (empty: not sent)."""
-        return [(stage, op) for stage in stages for op in self.ops(stage)]
+        return [(stage, op) for stage in stages for op in self.stage_ops(stage)]
 
-    def ops(self, stage: Stage) -> list[Op]:
+    def stage_ops(self, stage: Stage) -> list[Op]:
         """The ops `stage` sends in this push; [] when the stage does not run here."""
         run, prepared, site, deploy_id = self.run, self.prepared, self.site, self.deploy_id
         sources, timeout_s = self.opts.smoke_sources or {}, prepared.smoke_timeout_s
@@ -60,40 +60,49 @@ class PushSteps:
             case Stage.PREFLIGHT:
                 opts = self.opts
                 return [
-                    rq.facts_op(run.host, prepared),
-                    rq.check_plan_op(prepared, run.run_id, opts.break_lock, self.serve),
-                    rq.lock_op(run.run_id, opts.holder, opts.lock_ttl_s, opts.break_lock),
+                    ops.facts_op(run.host, prepared),
+                    ops.check_plan_op(prepared, run.run_id, opts.break_lock, self.serve),
+                    ops.lock_op(
+                        run.run_id,
+                        opts.holder,
+                        opts.lock_ttl_s,
+                        opts.break_lock,
+                        pid=run.controller_pid,
+                        controller=run.controller_machine,
+                    ),
                 ]
             case Stage.BACKUP:
-                return [rq.backup_op(deploy_id, site, prepared, self.serve)]
+                return [ops.backup_op(deploy_id, site, prepared, self.serve)]
             case Stage.JOURNAL:
                 intent = {"patchset": prepared.ref, "run_id": run.run_id}
                 backup = f"backups/{deploy_id}"
                 return [
-                    rq.journal_op(deploy_id, "installing", **intent, backup=backup, files=self.plan)
+                    ops.journal_op(
+                        deploy_id, "installing", **intent, backup=backup, files=self.plan
+                    )
                 ]
             case Stage.INSTALL:
-                return [rq.install_op(site, prepared, deploy_id, self.serve)]
+                return [ops.install_op(site, prepared, deploy_id, self.serve)]
             case Stage.COMPILE:
-                return [rq.compile_op(site, prepared)]
+                return [ops.compile_op(site, prepared)]
             case Stage.SMOKE if prepared.suites:
-                return [rq.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)]
+                return [ops.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)]
             case Stage.REFERENCE if self.records_reference:
                 # the old server, still running: its greedy outputs, if it is plain greedy
                 server = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
                 names = ["server"]
-                return [rq.smoke_op(run.host, site, prepared, server, timeout_s, names, "record")]
+                return [ops.smoke_op(run.host, site, prepared, server, timeout_s, names, "record")]
             case Stage.RESTART | Stage.HEALTH if self.restarts:
-                return [op for name, op in rq.service_ops(run.host) if name == stage]
+                return [op for name, op in ops.service_ops(run.host) if name == stage]
             case Stage.VERIFY if self.restarts and prepared.after_restart:
                 after = list(prepared.after_restart)
-                return [rq.smoke_op(run.host, site, prepared, sources, timeout_s, after)]
+                return [ops.smoke_op(run.host, site, prepared, sources, timeout_s, after)]
             case Stage.COMMIT:
-                return [rq.journal_op(deploy_id, "committed", patchset=prepared.ref)]
+                return [ops.journal_op(deploy_id, "committed", patchset=prepared.ref)]
             case Stage.UNLOCK:
-                return [rq.unlock_op(run.run_id)]
+                return [ops.unlock_op(run.run_id)]
             case Stage.PRUNE:
-                return [rq.prune_op(self.opts.keep_backups)]
+                return [ops.prune_op(self.opts.keep_backups)]
         return []
 
     def skip_reason(self, stage: Stage) -> str | None:

@@ -9,7 +9,7 @@ from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 3600.0
 
@@ -20,16 +20,25 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
     NO_CHANGES when nothing is pending; LOCKED when a live run (not the dead one) holds
     the host; OK once restored; otherwise what `restore_backup` says.
     """
-    facts = read_facts(run, None, Stage.PREFLIGHT)
-    if isinstance(facts, HostResult):
-        return facts
-    if not facts["pending"]:
+    found = read_facts(run, None, Stage.PREFLIGHT)
+    if isinstance(found, HostResult):
+        return found
+    facts = found.facts
+    if not facts.pending:
         return run.result(Outcome.NO_CHANGES, "nothing to recover")
-    pending = facts["pending"][-1]
-    lock = facts["lock"] or {}
+    pending = facts.pending[-1]
+    lock = facts.lock or {}
     # The dead run's own lock may be taken over; anyone else's may not.
     steal = lock.get("run_id") is not None and lock.get("run_id") == pending.get("run_id")
-    taken = run.ask([(Stage.RECOVER, rq.lock_op(run.run_id, holder, LOCK_TTL_S, steal))])
+    lock_op = ops.lock_op(
+        run.run_id,
+        holder,
+        LOCK_TTL_S,
+        steal,
+        pid=run.controller_pid,
+        controller=run.controller_machine,
+    )
+    taken = run.ask([(Stage.RECOVER, lock_op)])
     if isinstance(taken, HostResult):
         return taken
     if not taken.ok:

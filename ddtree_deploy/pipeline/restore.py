@@ -7,7 +7,7 @@ from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 
 def restore_backup(
@@ -24,12 +24,12 @@ def restore_backup(
     stage. Returns ROLLED_BACK, or NEEDS_ATTENTION saying what state each file is in.
     """
     steps: list[Step] = [
-        (stage, rq.restore_op(deploy_id)),
-        (stage, rq.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
+        (stage, ops.restore_op(deploy_id)),
+        (stage, ops.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
     ]
     if restart:
-        steps += [(stage, op) for _, op in rq.service_ops(run.host)]
-    steps.append((Stage.UNLOCK, rq.unlock_op(run.run_id)))
+        steps += [(stage, op) for _, op in ops.service_ops(run.host)]
+    steps.append((Stage.UNLOCK, ops.unlock_op(run.run_id)))
     try:
         response = run.call(steps)
     except TransportError as exc:
@@ -78,7 +78,7 @@ def _mark_unfinished(run: HostRun, deploy_id: str, stage: Stage, error: str) -> 
     `installing` when this fails too, so recover finds the deploy either way)."""
     run.try_call(
         [
-            (stage, rq.journal_op(deploy_id, "rollback_failed", error=error[:500])),
-            (Stage.UNLOCK, rq.unlock_op(run.run_id)),
+            (stage, ops.journal_op(deploy_id, "rollback_failed", error=error[:500])),
+            (Stage.UNLOCK, ops.unlock_op(run.run_id)),
         ]
     )

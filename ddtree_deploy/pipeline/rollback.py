@@ -9,7 +9,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 3600.0
 
@@ -22,28 +22,31 @@ def rollback_host(
     OK once restored; REFUSED (lock released again) when there is nothing to roll back;
     LOCKED when another run holds the host; otherwise what `restore_backup` says.
     """
-    pre = run.ask(
-        [
-            (Stage.PREFLIGHT, rq.facts_op(run.host, None)),
-            (Stage.PREFLIGHT, rq.lock_op(run.run_id, holder, LOCK_TTL_S, break_lock)),
-        ]
+    lock_op = ops.lock_op(
+        run.run_id,
+        holder,
+        LOCK_TTL_S,
+        break_lock,
+        pid=run.controller_pid,
+        controller=run.controller_machine,
     )
+    pre = run.ask([(Stage.PREFLIGHT, ops.facts_op(run.host, None)), (Stage.PREFLIGHT, lock_op)])
     if isinstance(pre, HostResult):
         return pre
     if pre.failed is not None:
         outcome = Outcome.LOCKED if pre.failed.code == Code.LOCKED else Outcome.NEEDS_ATTENTION
         return run.result(outcome, pre.failed.error or "preflight failed")
-    if not pre.ok:
+    facts = pre.facts()
+    if not pre.ok or facts is None:
         return run.result(Outcome.NEEDS_ATTENTION, pre.error or "preflight failed")
-    facts = pre.results[0].data
     target = to
     if target is None:
-        committed = [d for d in facts["deploys"] if d.get("state") == "committed"]
+        committed = [d for d in facts.deploys if d.get("state") == "committed"]
         if not committed:
             run.release_lock()
             return run.result(Outcome.REFUSED, "no committed deploy to roll back")
         target = committed[-1]["deploy_id"]
-    elif target not in {b["deploy_id"] for b in facts["backups"]}:
+    elif target not in {b["deploy_id"] for b in facts.backups}:
         run.release_lock()
         return run.result(Outcome.REFUSED, f"no backup named {target!r} on this host")
     result = restore_backup(run, target, restart, Stage.ROLLBACK, reason="rollback requested")

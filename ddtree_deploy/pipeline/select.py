@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ddtree_deploy.agent import Op
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
+from ddtree_deploy.stages import op_builders as ops
 
 PICK_STAGE = Stage.CONNECT
 
@@ -28,14 +28,15 @@ def read_package_version(run: HostRun, package: str) -> str | None | HostResult:
     """Return the host's installed version of `package` (None: not installed), or a
     NEEDS_ATTENTION result when the host cannot be reached or cannot answer (REFUSED for
     an unknown or changed host key)."""
-    op = Op(op="facts", args={"paths": [], "package": package})
+    op = ops.facts_op(run.host, None, package=package, read_serve=False)
     response = run.ask([(PICK_STAGE, op)])
     if isinstance(response, HostResult):
         return response
-    if not response.ok:
+    facts = response.facts()
+    if facts is None:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
-    return response.results[0].data.get("package_version")
+    return facts.package_version
 
 
 def no_match_message(choice: PatchsetChoice, installed: str | None) -> str:

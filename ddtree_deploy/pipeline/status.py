@@ -15,19 +15,20 @@ from ddtree_deploy.stages.serve_file import summarize_flags
 
 def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     """Deployed patchset, drift against the given patchset, lock, journal, backups."""
-    facts = read_facts(run, prepared, Stage.STATUS)
-    if isinstance(facts, HostResult):
-        return facts
-    committed = [d for d in facts["deploys"] if d.get("state") == "committed"]
+    found = read_facts(run, prepared, Stage.STATUS)
+    if isinstance(found, HostResult):
+        return found
+    facts, serve = found.facts, found.serve
+    committed = [d for d in facts.deploys if d.get("state") == "committed"]
     details: dict[str, Any] = {
-        "package_version": facts["package_version"],
+        "package_version": facts.package_version,
         "deployed": committed[-1].get("patchset") if committed else None,
-        "lock": facts["lock"],
-        "journal": facts["journal_tail"],
-        "backups": facts["backups"],
-        "pending": facts["pending"],
-        "serve": (facts.get("serve") or {}).get("flags"),
-        "serving": summarize_flags(facts["serve"]["args"]) if facts.get("serve") else None,
+        "lock": facts.lock,
+        "journal": facts.journal_tail,
+        "backups": facts.backups,
+        "pending": facts.pending,
+        "serve": serve.flags if serve else None,
+        "serving": summarize_flags(serve.args) if serve else None,
     }
     outcome, message = Outcome.OK, f"deployed: {details['deployed'] or 'nothing'}"
     if prepared is not None:
@@ -39,7 +40,7 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
             outcome, message = Outcome.FAILED, f"drift against {prepared.ref}"
         else:
             message = f"not at {prepared.ref}"
-    if facts["pending"]:
+    if facts.pending:
         outcome = Outcome.NEEDS_ATTENTION
-        message = f"unfinished deploy {facts['pending'][-1].get('deploy_id')}: run recover"
+        message = f"unfinished deploy {facts.pending[-1].get('deploy_id')}: run recover"
     return run.result(outcome, message, version_now=details["deployed"], details=details)

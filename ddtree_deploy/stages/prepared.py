@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -38,7 +39,7 @@ class PreparedFile:
             parts = parts[:-1]
         return ".".join(parts)
 
-    def install_spec(self) -> dict:
+    def install_spec(self) -> dict[str, Any]:
         """What the agent's install op needs for this file."""
         spec = {
             "path": self.path,
@@ -79,7 +80,7 @@ class PreparedPatchset:
         return [m for f in self.files if (m := f.module)]
 
 
-def prepare_patchset(patchset: Patchset, siblings: list[Patchset] = ()) -> PreparedPatchset:
+def prepare_patchset(patchset: Patchset, siblings: Sequence[Patchset] = ()) -> PreparedPatchset:
     """The local gate: lock present and matching every source; raises PatchsetError.
 
     `siblings` are other locked versions of the same patchset for the same target: a host

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddtree_deploy.agent.host.wire_results import ServeFound
 from ddtree_deploy.patchset.models import SERVE_ARGS_KEY
 
 # Values never shown in plan/status/events: the api key flag and env names that look secret.
@@ -168,14 +169,37 @@ def describe_serve_text(path: str, text: str | None) -> str:
     return shown.describe()
 
 
-def describe_serve_fact(serve: dict[str, Any]) -> dict[str, Any]:
-    """Return the host's serve-file fact without its raw text (it may hold an api key).
+@dataclass(frozen=True)
+class ServeFact:
+    """The host's serve file as the controller shows it: never its raw text (it may hold an
+    api key).
 
-    Adds `flags` (one redacted line, or `PATH: (absent)`) and `args` (the arguments with
-    secret values replaced by ***); every other key (path, sha256, mode...) is kept.
+    flags: one redacted line, or `PATH: (absent)`; args: the arguments with secret values
+    replaced by ***; path, sha256 and error as the facts op found them.
     """
-    shown = {k: v for k, v in serve.items() if k != "text"}
-    text = serve.get("text")
-    shown["flags"] = describe_serve_text(serve["path"], text)
-    shown["args"] = redact_args(parse_serve_file(text)[0]) if text else []
-    return shown
+
+    path: str
+    sha256: str | None
+    flags: str
+    args: tuple[str, ...]
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fact as JSON: path, sha256, error (only when set), flags, args."""
+        shown: dict[str, Any] = {"path": self.path, "sha256": self.sha256}
+        if self.error is not None:
+            shown["error"] = self.error
+        return shown | {"flags": self.flags, "args": list(self.args)}
+
+
+def describe_serve_fact(found: ServeFound) -> ServeFact:
+    """Return the host's serve file as found (the facts op's ServeFound), without its raw
+    text: redacted `flags` and `args` instead."""
+    text = found.text
+    return ServeFact(
+        path=found.path,
+        sha256=found.sha256,
+        flags=describe_serve_text(found.path, text),
+        args=tuple(redact_args(parse_serve_file(text)[0])) if text else (),
+        error=found.error,
+    )

@@ -5,8 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddtree_deploy.agent import OpResult
+from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire_results import SmokeResult
+
 # Checks a passing suite names with what they measured, so a reader sees the gate had teeth.
 HEADLINE_CHECKS = ("lossless_sequential", "lossless_concurrent", "acceptance")
+
+
+def suite_results(result: OpResult) -> list[dict[str, Any]]:
+    """Return the suite result lines a smoke op's result carries: every suite's when the op
+    ran them (ok, or failed with smoke_failed), else [] (refused, crashed).
+
+    Raises wire.WireError when the data is no SmokeResult.
+    """
+    if result.ok or result.code == Code.SMOKE_FAILED:
+        return result.data_as(SmokeResult).suites
+    return []
 
 
 def describe_suite(suite: dict[str, Any]) -> str:

@@ -72,7 +72,7 @@ class FakeHost:
         return self.transport.call(request)
 
     def call_ops(self, *ops: Op) -> AgentResponse:
-        """One request of built ops (e.g. from stages/requests.py)."""
+        """One request of built ops (e.g. from stages/op_builders.py)."""
         return self.transport.call(AgentRequest(state_dir=str(self.state), ops=list(ops)))
 
 

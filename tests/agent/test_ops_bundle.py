@@ -1,6 +1,6 @@
 """Every agent op, run by the REAL bundle (bare `python -c` bootstrap, LocalTransport) on a
 temp host: fake site-packages + state dir, no root, no sshd. The ops are built with the
-controller's own builders (stages/requests.py) where one exists."""
+controller's own builders (stages/op_builders.py) where one exists."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import BackupResult, Facts, PlanResult
 from ddtree_deploy.inventory.models import Host
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
 from tests.agent.conftest import (
     MODULE,
@@ -41,9 +41,9 @@ def preflight(host, p=None, run_id="r1", break_lock=False):
     h = Host(name="x", address="local")
     p = p or prepared()
     return host.call_ops(
-        rq.facts_op(h, p),
-        rq.check_plan_op(p, run_id, break_lock),
-        rq.lock_op(run_id, "tester", 60, break_lock, pid=1, controller="ctl"),
+        ops.facts_op(h, p),
+        ops.check_plan_op(p, run_id, break_lock),
+        ops.lock_op(run_id, "tester", 60, break_lock, pid=1, controller="ctl"),
     )
 
 
@@ -80,26 +80,26 @@ def walk_a_push_and_roll_back(fake_host):
     plan = pre.result_as("check_plan", PlanResult)
     assert plan.files == {MODULE: "pending", NEW_FILE: "pending"}  # absent = at its base
     backup = fake_host.call_ops(
-        rq.backup_op("d1", str(site), p), rq.journal_op("d1", "installing", run_id="r1")
+        ops.backup_op("d1", str(site), p), ops.journal_op("d1", "installing", run_id="r1")
     )
     assert backup.ok, backup
     assert backup.result_as("backup", BackupResult).files == 2
-    install = fake_host.call_ops(rq.install_op(str(site), p, "d1"), rq.compile_op(str(site), p))
+    install = fake_host.call_ops(ops.install_op(str(site), p, "d1"), ops.compile_op(str(site), p))
     assert install.ok, install
     assert (site / MODULE).read_text() == PATCHED_TEXT and (site / NEW_FILE).read_text() == NEW_TEXT
     assert install.result("compile").data == {"compiled": 2}
     assert list((site / PACKAGE / "__pycache__").glob("mod.*.pyc"))
     assert preflight(fake_host).failed.code == Code.PENDING_RECOVERY  # still "installing"
-    assert fake_host.call_ops(rq.journal_op("d1", "committed")).ok
+    assert fake_host.call_ops(ops.journal_op("d1", "committed")).ok
     again = preflight(fake_host)  # nothing to do: halt, ok, before lock_acquire
     assert again.ok and again.halted.code == Code.NO_CHANGES, again
     assert [r.op for r in again.results] == ["facts", "check_plan"]
-    restore = fake_host.call_ops(rq.restore_op("d1"), rq.journal_op("d1", "rolled_back"))
+    restore = fake_host.call_ops(ops.restore_op("d1"), ops.journal_op("d1", "rolled_back"))
     assert restore.results[0].data["files"] == {MODULE: "restored", NEW_FILE: "restored"}
     assert restore.ok, restore
     assert (site / MODULE).read_text() == MODULE_TEXT and not (site / NEW_FILE).exists()
     assert not list((site / PACKAGE / "__pycache__").glob("mod.*.pyc"))
-    release = fake_host.call_ops(rq.unlock_op("r1"))
+    release = fake_host.call_ops(ops.unlock_op("r1"))
     assert release.results[0].data == {"released": True}
     states = [e["state"] for e in fake_host.call(("facts", {})).facts().journal_tail]
     assert states == ["installing", "committed", "rolled_back"]
@@ -131,19 +131,19 @@ def test_check_plan_refusals_each_with_its_code(fake_host):
 
 def test_lock_acquire_and_release(fake_host):
     state = fake_host.state
-    take = rq.lock_op("r1", "bob", 60, pid=7, controller="ctl")
+    take = ops.lock_op("r1", "bob", 60, pid=7, controller="ctl")
     first = fake_host.call_ops(take)
     assert first.ok and first.results[0].data["lock"]["pid"] == 7
     assert oct((state / "lock").stat().st_mode & 0o777) == "0o600"
     assert fake_host.call_ops(take).results[0].data["reentered"] is True
-    other = fake_host.call_ops(rq.lock_op("r2", "carol", 60))
+    other = fake_host.call_ops(ops.lock_op("r2", "carol", 60, pid=8, controller="ctl"))
     assert other.failed.code == Code.LOCKED and "bob" in other.failed.error
-    assert fake_host.call_ops(rq.unlock_op("r2")).results[0].data["released"] is False
+    assert fake_host.call_ops(ops.unlock_op("r2")).results[0].data["released"] is False
     lock = json.loads((state / "lock").read_text())
     (state / "lock").write_text(json.dumps(dict(lock, expires_epoch=0)))  # expired
-    assert fake_host.call_ops(rq.lock_op("r2", "carol", 60)).ok
+    assert fake_host.call_ops(ops.lock_op("r2", "carol", 60, pid=8, controller="ctl")).ok
     (state / "lock").write_text("not json")  # unreadable: counts as expired
-    assert fake_host.call_ops(rq.lock_op("r3", "dave", 60)).ok
+    assert fake_host.call_ops(ops.lock_op("r3", "dave", 60, pid=8, controller="ctl")).ok
 
 
 def test_install_refuses_before_writing_anything(fake_host):
@@ -159,31 +159,31 @@ def test_install_refuses_before_writing_anything(fake_host):
         (prepared(files=(truncated,)), Code.PATCH_FAILED, "truncated diff"),
     ]
     for case, code, text in cases:
-        answer = fake_host.call_ops(rq.install_op(str(site), case))
+        answer = fake_host.call_ops(ops.install_op(str(site), case))
         assert answer.failed.code == code and text in answer.failed.error, answer
         assert (site / MODULE).read_text() == MODULE_TEXT and not (site / NEW_FILE).exists()
     (site / MODULE).write_text("drifted\n")
-    assert fake_host.call_ops(rq.install_op(str(site), p)).failed.code == Code.DRIFT
-    no_backup = fake_host.call_ops(rq.install_op(str(site), p, "nope"))
+    assert fake_host.call_ops(ops.install_op(str(site), p)).failed.code == Code.DRIFT
+    no_backup = fake_host.call_ops(ops.install_op(str(site), p, "nope"))
     assert no_backup.failed.code == Code.BACKUP_CORRUPT
 
 
 def test_backup_copies_are_verified_and_restore_reports_each_problem(fake_host):
     site, state, p = fake_host.site, fake_host.state, prepared()
-    assert fake_host.call_ops(rq.backup_op("d1", str(site), p)).ok
+    assert fake_host.call_ops(ops.backup_op("d1", str(site), p)).ok
     assert oct((state / "backups" / "d1").stat().st_mode & 0o777) == "0o700"
     copy = state / "backups" / "d1" / "files" / MODULE
     assert oct(copy.stat().st_mode & 0o777) == "0o600"
-    assert fake_host.call_ops(rq.install_op(str(site), p, "d1")).ok
+    assert fake_host.call_ops(ops.install_op(str(site), p, "d1")).ok
     copy.write_text("corrupted\n")
-    corrupt = fake_host.call_ops(rq.install_op(str(site), p, "d1"))
+    corrupt = fake_host.call_ops(ops.install_op(str(site), p, "d1"))
     assert corrupt.failed.code == Code.BACKUP_CORRUPT, corrupt
-    restore = fake_host.call_ops(rq.restore_op("d1"))
+    restore = fake_host.call_ops(ops.restore_op("d1"))
     assert restore.failed.code == Code.RESTORE_FAILED
     assert restore.failed.data["files"] == {MODULE: "backup copy corrupt", NEW_FILE: "restored"}
-    assert fake_host.call_ops(rq.restore_op("nope")).failed.code == Code.NO_BACKUP
+    assert fake_host.call_ops(ops.restore_op("nope")).failed.code == Code.NO_BACKUP
     (state / "backups" / "d1" / "manifest.json").write_text("{")
-    assert fake_host.call_ops(rq.restore_op("d1")).failed.code == Code.BACKUP_UNREADABLE
+    assert fake_host.call_ops(ops.restore_op("d1")).failed.code == Code.BACKUP_UNREADABLE
 
 
 def test_compile_reports_syntax_errors(fake_host):
@@ -196,9 +196,9 @@ def test_compile_reports_syntax_errors(fake_host):
 def test_prune_keeps_the_newest_and_any_unfinished_deploy(fake_host):
     site, p = fake_host.site, prepared()
     for deploy_id in ("20260101T000000Z-a", "20260102T000000Z-b", "20260103T000000Z-c"):
-        assert fake_host.call_ops(rq.backup_op(deploy_id, str(site), p)).ok
-    assert fake_host.call_ops(rq.journal_op("20260101T000000Z-a", "installing")).ok
-    pruned = fake_host.call_ops(rq.prune_op(1))
+        assert fake_host.call_ops(ops.backup_op(deploy_id, str(site), p)).ok
+    assert fake_host.call_ops(ops.journal_op("20260101T000000Z-a", "installing")).ok
+    pruned = fake_host.call_ops(ops.prune_op(1))
     assert pruned.results[0].data == {
         "removed": ["20260102T000000Z-b"],
         "kept": ["20260101T000000Z-a", "20260103T000000Z-c"],
@@ -208,7 +208,7 @@ def test_prune_keeps_the_newest_and_any_unfinished_deploy(fake_host):
 
 def test_journal_stamps_entries_and_facts_read_them_back(fake_host):
     for state in ("installing", "committed"):
-        assert fake_host.call_ops(rq.journal_op("d1", state, patchset="fake@1.0")).ok
+        assert fake_host.call_ops(ops.journal_op("d1", state, patchset="fake@1.0")).ok
     (fake_host.state / "journal.jsonl").open("a").write("garbage\n")
     facts = fake_host.call(("facts", {"journal_lines": 2})).facts()
     assert [e["state"] for e in facts.journal_tail] == ["committed", "corrupt"]

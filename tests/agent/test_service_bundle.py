@@ -14,7 +14,7 @@ import pytest
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import SmokeResult
 from ddtree_deploy.inventory.models import Host, ServiceSpec
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from tests.agent.test_ops_bundle import prepared
 
 SERVICE = textwrap.dedent(
@@ -70,7 +70,7 @@ def service_host(fake_host, tmp_path):
 
 def test_restart_then_health_answer_200(service_host):
     fake_host, host = service_host
-    answer = fake_host.call_ops(*[op for _, op in rq.service_ops(host)])
+    answer = fake_host.call_ops(*[op for _, op in ops.service_ops(host)])
     assert answer.ok, answer
     assert answer.result("restart").data == {"restarted": True}
     assert answer.result("health").data["healthy"] is True
@@ -79,7 +79,7 @@ def test_restart_then_health_answer_200(service_host):
 def test_a_service_that_will_not_start_fails_restart_with_its_log(service_host):
     fake_host, host = service_host
     broken = host.service.model_copy(update={"start": "false"})
-    answer = fake_host.call_ops(*[op for _, op in rq.service_ops(Host(
+    answer = fake_host.call_ops(*[op for _, op in ops.service_ops(Host(
         name="x", address="local", service=broken))])  # fmt: skip
     assert answer.failed.op == "restart" and answer.failed.code == Code.RESTART_FAILED
     assert "false exited 1" in answer.failed.error
@@ -88,7 +88,7 @@ def test_a_service_that_will_not_start_fails_restart_with_its_log(service_host):
 
 def test_health_gives_up_when_the_server_stops_or_never_answers(service_host):
     fake_host, host = service_host
-    health = dict(rq.service_ops(host))["health"]  # nothing started: status says stopped
+    health = dict(ops.service_ops(host))["health"]  # nothing started: status says stopped
     answer = fake_host.call_ops(health)
     assert answer.failed.op == "health" and answer.failed.code == Code.UNHEALTHY
     assert "exited while starting" in answer.failed.error  # status said so: no long wait
@@ -120,14 +120,14 @@ SUITES = {
 
 def test_smoke_runs_each_suite_and_names_what_failed(fake_host):
     host = Host(name="x", address="local")
-    op = rq.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30)
+    op = ops.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30)
     answer = fake_host.call_ops(op)
     assert answer.failed.code == Code.SMOKE_FAILED
     assert "fails: answer: got fails" in answer.failed.error
     assert "silent: no JSON result line; stderr: not json" in answer.failed.error
     result = SmokeResult.from_dict(answer.failed.data)
     assert [r["suite"] for r in result.failed()] == ["fails", "silent"]
-    only = rq.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30, ["passes", "skips"])
+    only = ops.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30, ["passes", "skips"])
     passed = fake_host.call_ops(only)
     assert passed.ok, passed
     assert [r["suite"] for r in passed.result_as("smoke", SmokeResult).suites] == [
@@ -135,5 +135,5 @@ def test_smoke_runs_each_suite_and_names_what_failed(fake_host):
         "skips",
     ]
     slow = {"sleeps": "import time\ntime.sleep(30)\n"}
-    timed_out = fake_host.call_ops(rq.smoke_op(host, None, prepared(), slow, 0.5))
+    timed_out = fake_host.call_ops(ops.smoke_op(host, None, prepared(), slow, 0.5))
     assert "sleeps: timed out after 0.5s" in timed_out.failed.error

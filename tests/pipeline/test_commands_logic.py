@@ -38,7 +38,8 @@ def files_at(state: str) -> dict:
     """facts["files"] with every file of ddtree 1.0.0 at its base, result or a drifted hash."""
     sha = {"base": lambda f: f.base_sha256, "result": lambda f: f.result_sha256}
     pick = sha.get(state, lambda f: "0" * 64)
-    return {"files": {f.path: {"sha256": pick(f)} for f in prepared().files}}
+    files = {f.path: {"sha256": pick(f), "record_sha256": f.base_sha256} for f in prepared().files}
+    return {"files": files}
 
 
 # rollback
@@ -189,7 +190,8 @@ def test_failed_prune_releases_the_lock():
 
 
 def test_hosts_check_reports_facts_as_the_check_stage():
-    s = scene(facts_data={"serve": {"path": "/etc/serve.env", "text": "SGLANG_ARGS=--api-key k"}})
+    serve = {"path": "/etc/serve.env", "sha256": "0" * 64, "text": "SGLANG_ARGS=--api-key k"}
+    s = scene(facts_data={"serve": serve})
     result = hosts_check(s.run, None)
     assert (result.outcome, result.message) == (Outcome.OK, "sglang 0.5.13.post1")
     assert s.stages() == ["check start", "check ok"]
@@ -282,8 +284,8 @@ def test_plan_shows_the_serve_flags_change():
 
     v110 = prepare_patchset(load_patchset(REPO / "patchsets" / "ddtree" / "1.1.0"))
     service = ServiceSpec(kind="command", start="/bin/true", stop="/bin/true", args_file="/e/s")
-    base = {"files": {f.path: {"sha256": f.base_sha256} for f in v110.files}}
-    serve = {"path": "/e/s", "text": "SGLANG_ARGS=--model m"}
+    base = {"files": {f.path: {"sha256": f.base_sha256, "record_sha256": None} for f in v110.files}}
+    serve = {"path": "/e/s", "sha256": "0" * 64, "text": "SGLANG_ARGS=--model m"}
     s = scene(
         make_host(service), facts_data={**base, "package_version": "0.5.13.post1", "serve": serve}
     )

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from ddtree_deploy.inventory.models import Host, ServiceSpec
 from ddtree_deploy.patchset.models import ServeConfig
-from ddtree_deploy.stages.requests import plan_serve_file, serve_spec
+from ddtree_deploy.stages.op_builders import plan_serve_file, serve_spec
 from ddtree_deploy.stages.serve_file import (
     merge_serve_args,
     parse_serve_file,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, OpResult
+from ddtree_deploy.agent.host.wire import FactsArgs
 from ddtree_deploy.errors import PatchsetError, TransportError
 from ddtree_deploy.events import Event, HostRecorder
 from ddtree_deploy.inventory import Host
@@ -16,6 +17,7 @@ from ddtree_deploy.pipeline import HostRun, per_host, pick_patchset
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset, prepare_choice
 from ddtree_deploy.transport import Transport
+from tests.pipeline.fakehost import RESULTS
 from tests.support import REPO, make_patchset
 
 DDTREE = REPO / "patchsets" / "ddtree"
@@ -50,7 +52,7 @@ class FactsTransport(Transport):
         self.requests.append(request)
         if not self.reachable:
             raise TransportError(self.host.name, "connection refused")
-        data = {"package_version": self.installed, "files": {}, "site_packages": "/x"}
+        data = {**RESULTS["facts"]["data"], "package_version": self.installed}
         results = [OpResult(op=op.op, ok=True, data=data) for op in request.ops]
         return AgentResponse(ok=True, results=results)
 
@@ -117,7 +119,7 @@ def test_pick_reads_the_installed_version_once(mixed_dir, installed, ref):
     assert isinstance(picked, PreparedPatchset) and picked.ref == ref
     (request,) = run.transport.requests
     assert [op.op for op in request.ops] == ["facts"]
-    assert request.ops[0].args == {"paths": [], "package": "sglang"}
+    assert request.ops[0].typed_args() == FactsArgs(paths=[], package="sglang", serve_path=None)
     info = [e for e in events if e.event == "info"]
     assert info[0].stage == "connect"
     assert info[0].data == {"patchset": ref, "package_version": installed}

@@ -3,11 +3,12 @@
 
 import hashlib
 import re
+from typing import Optional, Sequence
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def sha256_bytes(data):
+def sha256_bytes(data: bytes) -> str:
     """Return the sha256 hex digest of `data` (bytes)."""
     return hashlib.sha256(data).hexdigest()
 
@@ -24,7 +25,9 @@ def sha256_file(path):
         return None
 
 
-def classify_file(current, base, result, upgrades=()):
+def classify_file(
+    current: Optional[str], base: Optional[str], result: str, upgrades: Sequence[str] = ()
+) -> str:
     """Return where one file stands, from sha256 hex digests (`current` None = absent).
 
     "unchanged" (at result), "pending" (at the pinned base), "upgrade" (at another locked
@@ -39,7 +42,7 @@ def classify_file(current, base, result, upgrades=()):
     return "drifted"
 
 
-def apply_unified_diff(base_text, diff_text):
+def apply_unified_diff(base_text: str, diff_text: str) -> str:
     """Return `base_text` with a one-file unified diff applied exactly: no fuzz, no offset.
 
     Every hunk's line counts must match its header (`@@ -a,b +c,d @@`), so a truncated diff

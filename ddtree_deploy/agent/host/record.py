@@ -3,7 +3,9 @@ strictly from JSON objects and written back as plain JSON. Stdlib only."""
 
 import dataclasses
 from enum import Enum
-from typing import Any, ClassVar, Tuple
+from typing import Any, ClassVar, Dict, Optional, Tuple, Type, TypeVar
+
+R = TypeVar("R", bound="Record")
 
 
 class WireError(ValueError):
@@ -20,9 +22,12 @@ class Record:
 
     NESTED: ClassVar[Tuple[Tuple[str, Any, str], ...]] = ()
     OMIT_IF_NONE: ClassVar[Tuple[str, ...]] = ()
+    # Declared for the type checker (every subclass is a dataclass, which sets it): makes
+    # Record a dataclasses.fields() argument.
+    __dataclass_fields__: ClassVar[Dict[str, "dataclasses.Field[Any]"]]
 
     @classmethod
-    def from_dict(cls, raw, where=None):
+    def from_dict(cls: Type[R], raw: Any, where: Optional[str] = None) -> R:
         """Return an instance built from a JSON object; raises WireError naming `where`
         (default: the class name) and the first unknown or missing key."""
         where = where or cls.__name__
@@ -54,7 +59,7 @@ class Record:
                 }
         return cls(**values)
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """Return the record as a JSON-ready dict (nested records as dicts too)."""
         out = {}
         for field in dataclasses.fields(self):

@@ -21,9 +21,11 @@ import hashlib
 import json
 import os
 from enum import Enum
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
-from .record import Record, WireError  # noqa: F401 - WireError is part of this protocol
+# Re-exported (`X as X`): Record and WireError are part of this protocol.
+from .record import Record as Record
+from .record import WireError as WireError
 
 BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
 END = "<<<DDTREE-AGENT-END>>>"
@@ -75,7 +77,7 @@ class OpHalt(OpFailed):
     stays ok."""
 
 
-def bundle_sources(directory):
+def bundle_sources(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, str]:
     """Return {"ddtree_agent.<module>": source text} of every host module in `directory`.
 
     The bundle is every `*.py` there except `__init__.py` (the host's bootstrap makes the
@@ -89,7 +91,7 @@ def bundle_sources(directory):
     return sources
 
 
-def bundle_hash(sources):
+def bundle_hash(sources: Dict[str, str]) -> str:
     """Return the agent version: sha256 hex of the bundle's {module name: source} (sorted)."""
     return hashlib.sha256(json.dumps(sources, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -271,7 +273,7 @@ class PruneArgs(Record):
     keep: int = 5
 
 
-OP_ARGS = {
+OP_ARGS: Dict[str, Type[Record]] = {
     "facts": FactsArgs,
     "check_plan": CheckPlanArgs,
     "lock_acquire": LockAcquireArgs,
@@ -290,7 +292,7 @@ OP_ARGS = {
 OP_NAME = {record: op for op, record in OP_ARGS.items()}
 
 
-def parse_args(op, raw):
+def parse_args(op: str, raw: Any) -> Record:
     """Return the typed arguments of op `op` from its JSON object; raises WireError naming
     the op and the key (unknown op, unknown key, missing key)."""
     if op not in OP_ARGS:

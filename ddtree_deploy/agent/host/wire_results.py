@@ -3,9 +3,53 @@ smoke. Stdlib only; the agent builds them and sends `to_dict()`, the controller 
 back with `from_dict()` (see `OpResult.result_as` in agent/protocol.py)."""
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, TypedDict
 
 from .record import Record
+
+# The host's state files, as the facts op reads them back: plain JSON objects written by
+# older agents too, so these are key names for the type checker (total=False: any may be
+# missing), not records checked key by key.
+
+
+class LockRecord(TypedDict, total=False):
+    """The host lock (op_lock_acquire): the run and controller process holding it, since
+    when and until when (`expires_epoch`, seconds since the epoch); `replaced`, the lock it
+    took over. An unreadable lock file reads as {holder, expires_epoch: 0}."""
+
+    run_id: str
+    holder: str
+    pid: Optional[int]
+    controller: Optional[str]
+    started: str
+    expires_epoch: float
+    replaced: "LockRecord"
+
+
+class JournalEntry(TypedDict, total=False):
+    """One journal line: a deploy's state (installing, committed, rolled_back, ...) and what
+    the controller recorded with it; an unreadable line is {state: corrupt, raw}."""
+
+    deploy_id: str
+    state: str
+    ts: str
+    run_id: str
+    patchset: str
+    backup: str
+    files: Dict[str, str]
+    reason: str
+    error: str
+    raw: str
+
+
+class BackupEntry(TypedDict):
+    """One backup dir: its deploy, when it was made and of which patchset (None, and
+    `broken`, when its manifest cannot be read)."""
+
+    deploy_id: str
+    created: Optional[str]
+    patchset: Optional[str]
+    broken: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +81,8 @@ class Facts(Record):
 
     site_packages/package_version are None when the package is not installed;
     state_dir_free_bytes is the free space (bytes) of the filesystem holding the state dir;
-    lock is the lock record or None; journal_tail/deploys/pending/backups are journal
-    entries and backup listings as dicts.
+    lock is the lock record or None; journal_tail is the journal's last lines, deploys each
+    deploy's latest entry (pending: those still unfinished), backups the backup dirs.
     """
 
     NESTED = (("serve", ServeFound, "one"), ("files", FileFacts, "map"))
@@ -52,11 +96,11 @@ class Facts(Record):
     files: Dict[str, FileFacts]
     state_dir_free_bytes: int
     gpus: List[str]
-    lock: Optional[Dict[str, Any]]
-    journal_tail: List[Dict[str, Any]]
-    deploys: List[Dict[str, Any]]
-    pending: List[Dict[str, Any]]
-    backups: List[Dict[str, Any]]
+    lock: Optional[LockRecord]
+    journal_tail: List[JournalEntry]
+    deploys: List[JournalEntry]
+    pending: List[JournalEntry]
+    backups: List[BackupEntry]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import dataclasses
 from ddtree_deploy.agent.host import wire
 from ddtree_deploy.inventory.models import Host, ServiceSpec
 from ddtree_deploy.patchset.models import ServeConfig
-from ddtree_deploy.stages import requests as rq
+from ddtree_deploy.stages import op_builders as ops
 from tests.agent.test_ops_bundle import prepared
 
 
@@ -17,22 +17,22 @@ def test_every_builder_sends_arguments_the_agent_reads():
     )
     service = ServiceSpec(kind="command", start="run --port 1", stop="halt", args_file="/e/s.env")
     host = Host(name="h", address="a", service=service)
-    serve = rq.plan_serve_file(host, p)
-    ops = [
-        rq.facts_op(host, p),
-        rq.check_plan_op(p, "r1", True, serve),
-        rq.lock_op("r1", "me@ctl pid 9", 60.0, pid=9, controller="ctl"),
-        rq.unlock_op("r1"),
-        rq.journal_op("d1", "installing", run_id="r1"),
-        rq.backup_op("d1", "/site", p, serve),
-        rq.install_op("/site", p, "d1", serve),
-        rq.compile_op("/site", p),
-        rq.smoke_op(host, "/site", p, {"integrity": "print()", "_suite.py": ""}, 30.0),
-        *[op for _, op in rq.service_ops(host)],
-        rq.restore_op("d1"),
-        rq.prune_op(3),
+    serve = ops.plan_serve_file(host, p)
+    built = [
+        ops.facts_op(host, p),
+        ops.check_plan_op(p, "r1", True, serve),
+        ops.lock_op("r1", "me@ctl pid 9", 60.0, pid=9, controller="ctl"),
+        ops.unlock_op("r1"),
+        ops.journal_op("d1", "installing", run_id="r1"),
+        ops.backup_op("d1", "/site", p, serve),
+        ops.install_op("/site", p, "d1", serve),
+        ops.compile_op("/site", p),
+        ops.smoke_op(host, "/site", p, {"integrity": "print()", "_suite.py": ""}, 30.0),
+        *[op for _, op in ops.service_ops(host)],
+        ops.restore_op("d1"),
+        ops.prune_op(3),
     ]
-    typed = {op.op: op.typed_args() for op in ops}
+    typed = {op.op: op.typed_args() for op in built}
     assert set(typed) == set(wire.OP_ARGS)
     assert typed["lock_acquire"].pid == 9 and typed["lock_acquire"].controller == "ctl"
     assert typed["facts"].serve_path == "/e/s.env"
@@ -43,4 +43,4 @@ def test_every_builder_sends_arguments_the_agent_reads():
     assert typed["restart"].service.start == ["run", "--port", "1"]  # argv: no shell
     assert typed["smoke"].support == {"_suite.py": ""}
     assert [s.name for s in typed["smoke"].suites] == ["integrity"]
-    assert rq.service_ops(Host(name="n", address="b")) == []
+    assert ops.service_ops(Host(name="n", address="b")) == []

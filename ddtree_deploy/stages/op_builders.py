@@ -1,15 +1,13 @@
 """Builders of the agent ops each stage sends: typed wire records, sent as Op dicts.
 
-Every builder is pure (its result depends only on its arguments) except `lock_op`, whose
-pid/controller default to this process and this machine when a caller does not pass them.
+Every builder is pure: its result depends only on its arguments (no I/O here; who this
+controller is comes from pipeline/context.py).
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import posixpath
-import socket
 from typing import Any
 
 from ddtree_deploy.agent import Op
@@ -75,16 +73,23 @@ def _file_record(f: PreparedFile, with_source: bool) -> wire.FileSpec:
     )
 
 
-def facts_op(host: Host, prepared: PreparedPatchset | None) -> Op:
-    """Return the facts op: the package and paths of `prepared` (sglang and none without
-    one) and the host's serve file when it runs a service that reads one."""
+def facts_op(
+    host: Host,
+    prepared: PreparedPatchset | None,
+    *,
+    package: str = "sglang",
+    read_serve: bool = True,
+) -> Op:
+    """Return the facts op: the paths and package of `prepared` (without one: no paths and
+    `package`), and the host's serve file when it runs a service that reads one and
+    `read_serve` (the per-host version pick reads only the package version)."""
     serve_path = None
-    if host.service.args_file and host.service.kind != "none":
+    if read_serve and host.service.args_file and host.service.kind != "none":
         serve_path = host.service.args_file
     return Op.of(
         wire.FactsArgs(
             paths=list(prepared.paths) if prepared else [],
-            package=prepared.package if prepared else "sglang",
+            package=prepared.package if prepared else package,
             serve_path=serve_path,
         )
     )
@@ -115,21 +120,22 @@ def lock_op(
     holder: str,
     ttl_s: float,
     break_lock: bool = False,
-    pid: int | None = None,
-    controller: str | None = None,
+    *,
+    pid: int,
+    controller: str,
 ) -> Op:
     """Return the lock_acquire op for run `run_id`, shown to others as `holder`, expiring
     after `ttl_s` seconds; break_lock replaces a live lock.
 
-    pid/controller identify the controller process and machine (so a later run can tell a
-    dead holder); None means this process / this machine.
+    pid/controller identify the controller process and machine, so a later run on the same
+    machine can tell a dead holder (HostRun.controller_pid/controller_machine).
     """
     return Op.of(
         wire.LockAcquireArgs(
             run_id=run_id,
             holder=holder,
-            pid=os.getpid() if pid is None else pid,
-            controller=socket.gethostname() if controller is None else controller,
+            pid=pid,
+            controller=controller,
             ttl_s=ttl_s,
             break_lock=break_lock,
         )
