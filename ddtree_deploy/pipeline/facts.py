@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
@@ -42,12 +43,21 @@ def read_facts(
     comes back as a ServeFact with redacted `flags` and `args` instead. Raises
     wire.WireError when the answer is no Facts record (a bug).
     """
-    response = run.ask([(stage, ops.facts_op(run.host, prepared))])
+    facts = ask_facts(run, stage, ops.facts_op(run.host, prepared))
+    if isinstance(facts, HostResult):
+        return facts
+    serve = describe_serve_fact(facts.serve) if facts.serve else None
+    return HostFacts(facts=dataclasses.replace(facts, serve=None), serve=serve)
+
+
+def ask_facts(run: HostRun, stage: Stage, op: Op) -> Facts | HostResult:
+    """Send the one facts `op` under `stage`; return its Facts, or the result the host ends
+    with: unreachable, or NEEDS_ATTENTION naming the error when facts failed."""
+    response = run.ask([(stage, op)])
     if isinstance(response, HostResult):
         return response
     facts = response.facts()
     if facts is None:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
-    serve = describe_serve_fact(facts.serve) if facts.serve else None
-    return HostFacts(facts=dataclasses.replace(facts, serve=None), serve=serve)
+    return facts

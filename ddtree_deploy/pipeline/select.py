@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.pipeline.facts import ask_facts
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
@@ -29,14 +30,8 @@ def read_package_version(run: HostRun, package: str) -> str | None | HostResult:
     NEEDS_ATTENTION result when the host cannot be reached or cannot answer (REFUSED for
     an unknown or changed host key)."""
     op = ops.facts_op(run.host, None, package=package, read_serve=False)
-    response = run.ask([(PICK_STAGE, op)])
-    if isinstance(response, HostResult):
-        return response
-    facts = response.facts()
-    if facts is None:
-        error = response.failed.error if response.failed else response.error
-        return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
-    return facts.package_version
+    facts = ask_facts(run, PICK_STAGE, op)
+    return facts if isinstance(facts, HostResult) else facts.package_version
 
 
 def no_match_message(choice: PatchsetChoice, installed: str | None) -> str:
