@@ -273,6 +273,36 @@ class PruneArgs(Record):
     keep: int = 5
 
 
+@dataclasses.dataclass(frozen=True)
+class GateArgs(Record):
+    """gate_measure: replay `prompts` greedily against the running server (warm-up, then
+    `rounds` rounds, one request at a time) and, with load_requests > 0, a sustained load
+    (at least load_requests requests, `concurrency` in flight, for at least bake_s seconds)
+    while health_url is polled; /metrics text before and after when `metrics`.
+
+    prompts: {"input_ids": [...]} or {"text": "..."} objects. phase labels the result
+    (baseline | after | rollback | check). save_as: where to write the measurement as JSON
+    (0600), relative to the state dir (e.g. backups/<deploy_id>/gate-baseline.json); read_as:
+    a stored measurement to return beside it (the `gate` command's recorded baseline).
+    """
+
+    server_url: str
+    prompts: List[Dict[str, Any]]
+    phase: str = "after"
+    max_new_tokens: int = 32
+    warmup_requests: int = 2
+    rounds: int = 3
+    request_timeout_s: float = 60.0
+    load_requests: int = 0
+    concurrency: int = 4
+    bake_s: float = 0.0
+    health_url: Optional[str] = None
+    health_every_s: float = 2.0
+    metrics: bool = False
+    save_as: Optional[str] = None
+    read_as: Optional[str] = None
+
+
 OP_ARGS: Dict[str, Type[Record]] = {
     "facts": FactsArgs,
     "check_plan": CheckPlanArgs,
@@ -287,6 +317,7 @@ OP_ARGS: Dict[str, Type[Record]] = {
     "health": HealthArgs,
     "smoke": SmokeArgs,
     "prune": PruneArgs,
+    "gate_measure": GateArgs,
 }
 
 OP_NAME = {record: op for op, record in OP_ARGS.items()}

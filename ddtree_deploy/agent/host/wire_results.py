@@ -128,3 +128,65 @@ class SmokeResult(Record):
     def failed(self):
         """Return the results of the suites that neither passed nor were skipped."""
         return [r for r in self.suites if not r.get("passed") and not r.get("skipped")]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayStats(Record):
+    """The replay: every prompt one request at a time, `rounds` times after the warm-up.
+
+    rounds: one {tokens, wall_s} per round (its throughput is tokens / wall_s);
+    latencies_s: every request's latency, in order; verify_ct: the sum of
+    meta_info.spec_verify_ct (0: the server does not speculate); outputs: the output ids of
+    each prompt in the first round (None where that request failed).
+    """
+
+    requests: int
+    errors: int
+    first_error: Optional[str]
+    tokens: int
+    verify_ct: int
+    rounds: List[Dict[str, float]]
+    latencies_s: List[float]
+    outputs: List[Optional[List[int]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadStats(Record):
+    """The sustained load and bake: requests sent, errors (HTTP errors, timeouts, bad
+    answers) with the first one, tokens generated, wall time, every latency, and the health
+    polls made meanwhile with their failures. stopped_early says why the load ended before
+    its plan (e.g. "8 consecutive errors"), else None."""
+
+    requests: int
+    errors: int
+    first_error: Optional[str]
+    tokens: int
+    wall_s: float
+    latencies_s: List[float]
+    health_polls: int
+    health_failures: int
+    first_health_failure: Optional[str]
+    stopped_early: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GateMeasurement(Record):
+    """What gate_measure measured on one server at one phase (baseline | after | rollback |
+    check): when, where, the algorithm /server_info reported (None: no speculation or no
+    answer), the replay, the load (None for a quick gate), /metrics text before and after
+    (None when not asked or not served; metrics_error says why). saved: the path it was
+    written to on the host; stored: the measurement read from read_as (a dict), if asked."""
+
+    NESTED = (("replay", ReplayStats, "one"), ("load", LoadStats, "one"))
+    OMIT_IF_NONE = ("stored",)
+    phase: str
+    at: str
+    server_url: str
+    algorithm: Optional[str]
+    replay: ReplayStats
+    load: Optional[LoadStats]
+    metrics_before: Optional[str]
+    metrics_after: Optional[str]
+    metrics_error: Optional[str]
+    saved: Optional[str]
+    stored: Optional[Dict[str, Any]] = None

@@ -1,0 +1,146 @@
+"""The serving gate's settings: `[gate]` in a patchset (its defaults) and in an inventory
+(`[defaults.gate]`, `[groups.NAME.gate]`, `[hosts.NAME.gate]`), merged key by key in that
+order, then resolved against the built-in defaults below (docs/gate.md says how they were
+chosen)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GateMode = Literal["off", "quick", "full"]
+
+_GREEDY = re.compile(r"^(exact|prefix:[1-9][0-9]*|ratio:(0(\.[0-9]+)?|1(\.0+)?))$")
+# One metrics rule: `NAME{label="v",...} OP NUMBER` or `delta(NAME{...}) OP NUMBER`, where
+# delta is the change over the gate's run (after minus before); samples matching the name
+# and labels are summed. metrics.py parses the /metrics text with prometheus_client.
+METRIC_RULE = re.compile(
+    r"^\s*(?:(?P<fn>delta)\(\s*)?(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
+    r"(?P<labels>\{[^{}]*\})?\s*(?(fn)\))\s*(?P<op>==|!=|<=|>=|<|>)\s*"
+    r"(?P<value>[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)\s*$"
+)
+
+
+class GateConfig(BaseModel):
+    """One `[gate]` table as written: every key optional, so tables merge key by key.
+
+    prompts: a JSONL file of {"input_ids": [...]} or {"text": "..."} lines (a patchset's:
+    relative to its dir and locked; an inventory's: relative to the inventory file).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: GateMode | None = None
+    prompts: str | None = None
+    requests: int | None = Field(default=None, ge=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    warmup_requests: int | None = Field(default=None, ge=0)
+    rounds: int | None = Field(default=None, ge=1)
+    bake_s: float | None = Field(default=None, ge=0)
+    request_timeout_s: float | None = Field(default=None, gt=0)
+    max_tokens_per_s_regression: float | None = Field(default=None, ge=0, lt=1)
+    min_accept_length_ratio: float | None = Field(default=None, ge=0)
+    greedy_match: str | None = None
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    max_p95_latency_ratio: float | None = Field(default=None, ge=1)
+    metrics: list[str] | None = None
+
+    @field_validator("greedy_match")
+    @classmethod
+    def _greedy(cls, value: str | None) -> str | None:
+        if value is not None and not _GREEDY.match(value):
+            raise ValueError(
+                f"greedy_match {value!r}: expected 'exact', 'prefix:N' (N >= 1) or 'ratio:x' "
+                "(0 <= x <= 1)"
+            )
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, value: list[str] | None) -> list[str] | None:
+        for rule in value or []:
+            if not METRIC_RULE.match(rule):
+                raise ValueError(
+                    f"metrics rule {rule!r}: expected 'NAME{{labels}} OP NUMBER' or "
+                    "'delta(NAME{labels}) OP NUMBER', OP one of == != < <= > >="
+                )
+        return value
+
+    def over(self, base: GateConfig | None) -> GateConfig:
+        """This table's keys over `base`'s (the keys set here win)."""
+        if base is None:
+            return self
+        return base.model_copy(update=self.model_dump(exclude_unset=True, exclude_none=True))
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What the new server must hold against its baseline (see compare.py)."""
+
+    max_tokens_per_s_regression: float = 0.05
+    min_accept_length_ratio: float = 0.95
+    greedy_match: str = "exact"
+    max_error_rate: float = 0.0
+    max_p95_latency_ratio: float = 1.5
+    metrics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """A resolved gate: how to measure, and the thresholds. `prompts` are the prompt
+    objects themselves (read from the JSONL file, or the patchset's [lossless] prompts)."""
+
+    mode: GateMode
+    prompts: tuple[dict[str, object], ...]
+    requests: int = 32
+    concurrency: int = 4
+    max_new_tokens: int = 32
+    warmup_requests: int = 2
+    rounds: int = 3
+    bake_s: float = 30.0
+    request_timeout_s: float = 60.0
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+    @property
+    def loads(self) -> bool:
+        """Whether this gate runs the sustained load and bake (mode full, and load asked)."""
+        return self.mode == "full" and (self.requests > 0 or self.bake_s > 0)
+
+
+_THRESHOLD_KEYS = (
+    "max_tokens_per_s_regression",
+    "min_accept_length_ratio",
+    "greedy_match",
+    "max_error_rate",
+    "max_p95_latency_ratio",
+)
+_MEASURE_KEYS = (
+    "requests",
+    "concurrency",
+    "max_new_tokens",
+    "warmup_requests",
+    "rounds",
+    "bake_s",
+    "request_timeout_s",
+)
+
+
+def resolve(
+    config: GateConfig, prompts: tuple[dict[str, object], ...], mode: GateMode | None = None
+) -> GateSettings:
+    """Return the settings of a merged `config` with the built-in defaults filled in (pure).
+
+    mode: the command line's `--gate`, over the table's own (default: full).
+    """
+    chosen: GateMode = mode or config.mode or "full"
+    values = config.model_dump(exclude_none=True)
+    thresholds = Thresholds(
+        **{k: values[k] for k in _THRESHOLD_KEYS if k in values},
+        metrics=tuple(config.metrics or ()),
+    )
+    measure = {k: values[k] for k in _MEASURE_KEYS if k in values}
+    return GateSettings(mode=chosen, prompts=prompts, thresholds=thresholds, **measure)
