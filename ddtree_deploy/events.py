@@ -27,9 +27,11 @@ EVENT_SCHEMA_VERSION = 1
 class Stage(StrEnum):
     """Every stage name an event may carry, in push order; defined here only.
 
-    A push runs gate..prune (unlock: the host lock released, also on a failure path);
-    rollback and recover put a backup back; status and check read a host; summary is
-    every host's last event (`info`), after any undo.
+    A push runs gate..prune (gate: the patchset's local gate on the controller; baseline
+    and canary: the serving gate measuring the old server, then comparing the new one with
+    it; unlock: the host lock released, also on a failure path); rollback and recover put
+    a backup back; status and check read a host; summary is every host's last event
+    (`info`), after any undo. The `gate` command's comparison reports under canary.
     """
 
     GATE = "gate"
@@ -37,6 +39,7 @@ class Stage(StrEnum):
     PREFLIGHT = "preflight"
     BACKUP = "backup"
     JOURNAL = "journal"
+    BASELINE = "baseline"
     INSTALL = "install"
     COMPILE = "compile"
     SMOKE = "smoke"
@@ -44,6 +47,7 @@ class Stage(StrEnum):
     RESTART = "restart"
     HEALTH = "health"
     VERIFY = "verify"
+    CANARY = "canary"
     COMMIT = "commit"
     UNLOCK = "unlock"
     PRUNE = "prune"

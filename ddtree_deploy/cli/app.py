@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import backups, hosts, patchsets, plan, push, recover, rollback, smoke, status
+from . import backups, gate, hosts, patchsets, plan, push, recover, rollback, smoke, status
 from .command import host_command
 from .context import RunContext
 
@@ -33,6 +33,7 @@ app.command()(smoke.smoke)
 app.command()(rollback.rollback)
 app.command()(recover.recover)
 app.command()(status.status)
+app.command()(gate.gate)
 app.add_typer(hosts.hosts_app, name="hosts")
 app.add_typer(backups.backups_app, name="backups")
 app.add_typer(patchsets.patchset_app, name="patchset")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+
+from ddtree_deploy.gate.settings import GateMode
 
 from .confirm import CONFIRM_ABOVE_HOSTS
 
@@ -46,3 +49,34 @@ NoRestartOpt = Annotated[
 BreakLockOpt = Annotated[
     bool, typer.Option("--break-lock", help="Take over a lock held by another run (shown).")
 ]
+
+
+class GateChoice(StrEnum):
+    """--gate: the serving gate's mode (gate/settings.py GateMode)."""
+
+    OFF = "off"
+    QUICK = "quick"
+    FULL = "full"
+
+
+GateModeOpt = Annotated[
+    GateChoice | None,
+    typer.Option(
+        "--gate",
+        help="The serving gate: off, quick (replay the prompts, compare with the old "
+        "server's baseline) or full (replay + sustained load + bake). Default: as the "
+        "patchset's/inventory's [gate] says (off without one).",
+    ),
+]
+
+
+def gate_mode(choice: GateChoice | None) -> GateMode | None:
+    """The --gate value as the pipeline takes it (None: not given)."""
+    if choice is None:
+        return None
+    modes: dict[GateChoice, GateMode] = {
+        GateChoice.OFF: "off",
+        GateChoice.QUICK: "quick",
+        GateChoice.FULL: "full",
+    }
+    return modes[choice]

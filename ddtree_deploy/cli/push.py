@@ -21,7 +21,16 @@ from .choice import load_choice
 from .command import host_command
 from .confirm import confirm_targets
 from .context import RunContext
-from .options import BreakLockOpt, NoRestartOpt, PatchsetOpt, PatchsetsDirOpt, StrictOpt, YesOpt
+from .options import (
+    BreakLockOpt,
+    GateModeOpt,
+    NoRestartOpt,
+    PatchsetOpt,
+    PatchsetsDirOpt,
+    StrictOpt,
+    YesOpt,
+    gate_mode,
+)
 from .rollout import run_and_exit
 
 CanaryOpt = Annotated[
@@ -67,11 +76,14 @@ def push(
     batch: BatchOpt = None,
     max_fail: MaxFailOpt = None,
     rollback_on_abort: RollbackOnAbortOpt = True,
+    gate: GateModeOpt = None,
     yes: YesOpt = False,
 ) -> None:
     """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
 
-    Any failure after the backup rolls the host back by itself (exit 1). Hosts go in waves:
+    With a serving gate, the old server's baseline is measured before the install and the
+    new server is compared with it after the restart. Any failure after the backup rolls
+    the host back by itself (exit 1). Hosts go in waves:
     --canary N alone first, then --batch sizes; once --max-fail is passed (or a canary
     fails) no new host starts, and hosts this run deployed are rolled back.
     """
@@ -94,6 +106,7 @@ def push(
         break_lock=break_lock,
         keep_backups=keep_backups,
         smoke_sources=load_smoke_sources(choice.suite_names, default_smoke_dir()),
+        gate_mode=gate_mode(gate),
     )
     run_and_exit(
         run,

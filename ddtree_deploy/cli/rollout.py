@@ -16,6 +16,7 @@ from ddtree_deploy.report import (
     JsonLinesSink,
     append_summary,
     fleet_table,
+    gate_table,
     progress_sink,
     summary_markdown,
     write_junit,
@@ -53,6 +54,8 @@ def run_and_exit(
             console.print(Text.assemble(("stopped:", "bold red"), f" {fleet.stopped}"))
     else:
         console.print(fleet_table(title, fleet.results, fleet.stopped))
+    if (checks := gate_table(fleet.results)) is not None:
+        console.print(checks)
     if out.junit:
         write_junit(out.junit, title, fleet.results)
     if out.summary_file:

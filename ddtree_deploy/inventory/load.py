@@ -10,12 +10,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from ddtree_deploy.errors import InventoryError
+from ddtree_deploy.gate.prompts import read_prompts
+from ddtree_deploy.gate.settings import GateConfig
 from ddtree_deploy.inventory.models import Host, Inventory
 
 ENV_VAR = "DDTREE_DEPLOY_INVENTORY"
 DEFAULT_PATH = "inventories/default.toml"
-_TOP_KEYS = {"defaults", "hosts"}
+_TOP_KEYS = {"defaults", "groups", "hosts"}
 _SUBTABLES = ("service", "smoke", "serve")
+_GROUP_KEYS = {"gate"}  # what a [groups.NAME] table may set
 
 
 def default_inventory_path() -> Path:
@@ -45,6 +48,9 @@ def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
     hosts_raw = raw.get("hosts", {})
     if not isinstance(defaults, dict):
         raise InventoryError(f"{source}: [defaults] must be a table")
+    groups = _group_tables(raw.get("groups", {}), source)
+    defaults = dict(defaults)
+    default_gate = _gate_table(defaults.pop("gate", None), source, "[defaults]")
     if not isinstance(hosts_raw, dict) or not hosts_raw:
         raise InventoryError(f"{source}: no [hosts.NAME] tables")
     if "address" in defaults or "name" in defaults:
@@ -53,9 +59,64 @@ def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
     for name, table in hosts_raw.items():
         if not isinstance(table, dict):
             raise InventoryError(f"{source}: hosts.{name} must be a table")
-        hosts[name] = _build_host(name, _merge(defaults, table), source)
+        host = _build_host(name, _merge(defaults, table), source)
+        hosts[name] = _with_gates(host, default_gate, groups, source)
     _check_unique_addresses(hosts, source)
     return Inventory(source=source, hosts=hosts)
+
+
+def _group_tables(raw: Any, source: str) -> dict[str, GateConfig | None]:
+    """[groups.NAME] tables -> each group's gate settings; names the bad key."""
+    if not isinstance(raw, dict):
+        raise InventoryError(f"{source}: [groups] must be a table of [groups.NAME] tables")
+    gates = {}
+    for name, table in raw.items():
+        if not isinstance(table, dict):
+            raise InventoryError(f"{source}: groups.{name} must be a table")
+        unknown = sorted(set(table) - _GROUP_KEYS)
+        if unknown:
+            raise InventoryError(f"{source}: group {name!r}: unknown key {unknown[0]!r}")
+        gates[name] = _gate_table(table.get("gate", {}), source, f"group {name!r}")
+    return gates
+
+
+def _gate_table(raw: Any, source: str, where: str) -> GateConfig | None:
+    """A [gate] table of [defaults] or a group, validated; None when absent."""
+    if raw is None:
+        return None
+    try:
+        return GateConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(["gate", *(str(p) for p in err["loc"])])
+        if err["type"] == "extra_forbidden":
+            raise InventoryError(f"{source}: {where}: unknown key {key!r}") from None
+        raise InventoryError(f"{source}: {where}: key {key!r}: {err['msg']}") from None
+
+
+def _with_gates(
+    host: Host, default: GateConfig | None, groups: dict[str, GateConfig | None], source: str
+) -> Host:
+    """The host's gate: [defaults.gate] < its groups' (in its group order) < its own; and
+    its gate prompts file read (a relative path is taken from the inventory's directory)."""
+    gate = default
+    for group in host.groups:
+        group_gate = groups.get(group)
+        if group_gate is not None:
+            gate = group_gate.over(gate)
+    if host.gate is not None:
+        gate = host.gate.over(gate)
+    prompts: tuple[dict[str, object], ...] = ()
+    if gate is not None and gate.prompts is not None:
+        path = Path(source).parent / gate.prompts
+        try:
+            prompts = read_prompts(path)
+        except ValueError as exc:
+            raise InventoryError(
+                f"{source}: host {host.name!r}: key 'gate.prompts': {exc}"
+            ) from None
+        gate = gate.model_copy(update={"prompts": str(path)})
+    return host.model_copy(update={"gate": gate, "gate_prompts": prompts})
 
 
 def _merge(defaults: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ddtree_deploy.gate.settings import GateConfig
 from ddtree_deploy.patchset.models import LosslessPrompt, ServeConfig
 
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
@@ -124,6 +125,11 @@ class Host(_Strict):
     service: ServiceSpec = ServiceSpec()
     smoke: SmokeSpec = SmokeSpec()
     serve: ServeOverrides = ServeOverrides()
+    # The serving gate for this host: [defaults.gate] < [groups.G.gate] (in the host's group
+    # order) < [hosts.NAME.gate], merged key by key; over the patchset's [gate].
+    gate: GateConfig | None = None
+    # The prompts of gate.prompts (a JSONL file, relative to the inventory), read at load.
+    gate_prompts: tuple[dict[str, object], ...] = ()
 
     @field_validator("python", "state_dir")
     @classmethod

@@ -40,14 +40,23 @@ def build_lock(patchset: Patchset) -> PatchsetLock:
     )
 
 
+def data_files(patchset: Patchset) -> dict[str, str]:
+    """Every data file a gate reads -> what it is: the [lossless] references and the
+    [gate] prompts (paths relative to the patchset dir)."""
+    spec = patchset.spec
+    files = {rel: "lossless reference" for rel in spec.lossless.references} if spec.lossless else {}
+    if spec.gate is not None and spec.gate.prompts is not None:
+        files[spec.gate.prompts] = "gate prompts"
+    return files
+
+
 def digest_references(patchset: Patchset) -> dict[str, str]:
-    """sha256 of every [lossless] reference file (path relative to the patchset dir)."""
-    lossless = patchset.spec.lossless
+    """sha256 of every data file of `data_files` (the lock's `references`)."""
     found = {}
-    for rel in lossless.references if lossless else []:
+    for rel, what in data_files(patchset).items():
         path = patchset.source_path(rel)
         if not path.is_file():
-            raise PatchsetError(f"{path}: lossless reference not found")
+            raise PatchsetError(f"{path}: {what} not found")
         found[rel] = digest(path.read_bytes())
     return found
 
@@ -71,12 +80,12 @@ def check_sources(patchset: Patchset) -> PatchsetLock:
         raise PatchsetError(f"{where}: lock is for {lock.name}@{lock.version}, not {spec.ref}")
     if set(lock.files) != {f.path for f in spec.files}:
         raise PatchsetError(f"{where}: lock lists other files than patchset.toml; re-lock")
-    references = digest_references(patchset)
+    references, kinds = digest_references(patchset), data_files(patchset)
     for rel, sha in references.items():
         if lock.references.get(rel) != sha:
             state = "not in the lock" if rel not in lock.references else "changed since the lock"
             raise PatchsetError(
-                f"{patchset.source_path(rel)}: lossless reference {state}; "
+                f"{patchset.source_path(rel)}: {kinds[rel]} {state}; "
                 f"run `ddtree-deploy patchset lock {spec.ref}`"
             )
     for entry in spec.files:

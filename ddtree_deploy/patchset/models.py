@@ -8,6 +8,8 @@ from typing import Literal
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ddtree_deploy.gate.settings import GateConfig
+
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
 MAX_FILE_BYTES = 2 * 1024 * 1024
 LOCK_VERSION = 1
@@ -169,6 +171,16 @@ class PatchsetSpec(_Strict):
     smoke: SmokeConfig = SmokeConfig()
     serve: ServeConfig | None = None
     lossless: LosslessConfig | None = None
+    # The serving gate's defaults for this patchset (docs/gate.md); `prompts` is a JSONL
+    # file relative to the patchset dir, locked like the lossless references.
+    gate: GateConfig | None = None
+
+    @field_validator("gate")
+    @classmethod
+    def _gate(cls, value: GateConfig | None) -> GateConfig | None:
+        if value is not None and value.prompts is not None:
+            check_relative_path(value.prompts, "gate.prompts")
+        return value
 
     @field_validator("version")
     @classmethod
@@ -212,5 +224,6 @@ class PatchsetLock(_Strict):
     target: Target
     wheel: str
     files: dict[str, LockedFile]
-    # sha256 of each [lossless] reference file: the gate's data is locked like the code.
+    # sha256 of each data file the gates read ([lossless] references, [gate] prompts):
+    # the gates' data is locked like the code.
     references: dict[str, str] = {}

@@ -1,8 +1,8 @@
 """What each command does to one host; fleet/ runs these across many.
 
-One module per command: push (with restore for its rollback), rollback, recover, status,
-plan, smoke, prune, hosts_check; context holds HostRun, facts the shared first request,
-select the per-host version pick.
+One module per command: push (with restore for its rollback, push_gate its serving gate),
+rollback, recover, status, plan, smoke, prune, hosts_check, gate; context holds HostRun,
+facts the shared first request, select the per-host version pick.
 """
 
 from ddtree_deploy.pipeline.context import (
@@ -10,6 +10,7 @@ from ddtree_deploy.pipeline.context import (
     controller_holder,
     new_run_id,
 )
+from ddtree_deploy.pipeline.gate import GateOptions, gate_host
 from ddtree_deploy.pipeline.hosts_check import hosts_check
 from ddtree_deploy.pipeline.plan import plan_files, plan_host
 from ddtree_deploy.pipeline.prune import prune_host
@@ -23,9 +24,11 @@ from ddtree_deploy.pipeline.status import status_host
 
 __all__ = [
     "PUSH_REQUESTS",
+    "GateOptions",
     "HostRun",
     "PushOptions",
     "controller_holder",
+    "gate_host",
     "hosts_check",
     "new_run_id",
     "per_host",

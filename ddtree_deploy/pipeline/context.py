@@ -70,12 +70,14 @@ class HostRun:
     controller_pid: int = field(default_factory=os.getpid)
     controller_machine: str = field(default_factory=socket.gethostname)
 
-    def call(self, steps: Sequence[Step]) -> AgentResponse:
+    def call(self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.
 
         The first stage starts when the request is sent. A later stage of the same request
         runs on the host while the controller waits, so its `start` comes with its answer;
         a stage whose ops were never reached (an earlier op failed) gets no event at all.
+        A stage in `judged` whose ops succeeded gets no `ok`: the caller judges what they
+        returned and ends the stage itself (the serving gate compares on the controller).
         """
         stages = list(dict.fromkeys(stage for stage, _ in steps))
         self.recorder.start(stages[0])
@@ -101,12 +103,16 @@ class HostRun:
             if failed is not None:
                 self.recorder.fail(stage, failed.error or "failed", duration_s=duration_s)
                 continue
+            if stage in judged:
+                continue
             halted = next((r for r in results if r.halt), None)
             note = (halted.note or "") if halted is not None else ""
             self.recorder.ok(stage, note, duration_s=duration_s)
         return response
 
-    def ask(self, steps: Sequence[Step]) -> AgentResponse | HostResult:
+    def ask(
+        self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()
+    ) -> AgentResponse | HostResult:
         """Return the host's answer to `steps`, or the result the host ends with when the
         transport broke: the one place a TransportError becomes a result.
 
@@ -114,7 +120,7 @@ class HostRun:
         releases the lock again (best effort: the agent may have taken it).
         """
         try:
-            return self.call(steps)
+            return self.call(steps, judged)
         except TransportError as exc:
             if not isinstance(exc, ConnectError) and any(
                 op.op == "lock_acquire" for _, op in steps

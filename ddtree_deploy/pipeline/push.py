@@ -14,11 +14,13 @@ from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
+from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
+from ddtree_deploy.stages.gate_plan import plan_gate
 from ddtree_deploy.stages.smoke_results import (
     describe_smoke_failure,
     describe_suite,
@@ -49,6 +51,8 @@ PUSH_REQUESTS: tuple[Request, ...] = (
     Request((Stage.PREFLIGHT,), OnFail.REFUSE),
     # backup (manifest written last, verified), journal `installing`
     Request((Stage.BACKUP, Stage.JOURNAL), OnFail.UNTOUCHED),
+    # the serving gate: the old server's numbers, before anything is installed
+    Request((Stage.BASELINE,)),
     Request((Stage.INSTALL, Stage.COMPILE)),
     # the patchset's suites, if it names any
     Request((Stage.SMOKE,)),
@@ -56,6 +60,8 @@ PUSH_REQUESTS: tuple[Request, ...] = (
     Request((Stage.REFERENCE,), OnFail.IGNORE),
     # with a service to restart: restart, health, the after-restart suites
     Request((Stage.RESTART, Stage.HEALTH, Stage.VERIFY)),
+    # the serving gate: the new server against the baseline (replay, load, bake)
+    Request((Stage.CANARY,)),
     # journal `committed`, lock_release, prune old backups
     Request((Stage.COMMIT, Stage.UNLOCK, Stage.PRUNE)),
 )
@@ -78,11 +84,12 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     """
     try:
         serve = ops.plan_serve_file(run.host, prepared)
+        gate = plan_gate(run.host, prepared, opts.gate_mode)
     except ValueError as exc:
         return run.result(Outcome.REFUSED, str(exc))
     if serve is not None:
         run.recorder.info(Stage.PREFLIGHT, f"serve flags: {serve.describe()}")
-    push = PushSteps(run, prepared, opts, serve)
+    push = PushSteps(run, prepared, opts, serve, gate)
     preflight, *changes = PUSH_REQUESTS
     pre = run.ask(push.steps(preflight.stages))
     if isinstance(pre, HostResult):
@@ -139,8 +146,13 @@ def _judge_preflight(
 
 
 def _change(push: PushSteps, requests: list[Request]) -> HostResult:
-    """Send the requests that change the host, in order; the first failure decides."""
+    """Send the requests that change the host, in order; the first failure decides.
+
+    The serving gate's stages are judged here, on the controller: a baseline that cannot
+    be compared against, or a failed comparison, fails its request like a failed op.
+    """
     run, sent, suites = push.run, [], []
+    gate = PushGate(run, push.gate) if push.gating and push.gate is not None else None
     for request in requests:
         for stage in request.stages:
             if (why := push.skip_reason(stage)) is not None:
@@ -151,9 +163,11 @@ def _change(push: PushSteps, requests: list[Request]) -> HostResult:
         sent += [stage for stage, _ in steps]
         restarted = Stage.RESTART in sent  # a rollback then restarts the service again
         try:
-            response = run.call(steps)
+            response = run.call(steps, judged=_GATE_STAGES)
         except TransportError as exc:
             return _lost(push, exc, steps[0][0], restarted)
+        if gate is not None and response.ok and (why := _judge(gate, request, response)):
+            return _rollback(push, response, restarted, gate, reason=why)
         if not response.ok and request.on_fail == OnFail.IGNORE:
             run.recorder.info(steps[0][0], f"no reference recorded: {_error(response)}")
             continue  # verify says what it lacked
@@ -164,14 +178,29 @@ def _change(push: PushSteps, requests: list[Request]) -> HostResult:
             run.release_lock()
             message = f"{_error(response)}; site-packages untouched"
             return run.result(Outcome.ROLLED_BACK, message, deploy_id=push.deploy_id)
-        return _rollback(push, response, restarted)
+        return _rollback(push, response, restarted, gate)
+    details: dict[str, Any] = {"suites": suites}
+    if gate is not None:
+        details["gate"] = gate.details()
     return run.result(
         Outcome.OK,
         "deployed",
         deploy_id=push.deploy_id,
         version_now=push.prepared.ref,
-        details={"suites": suites},
+        details=details,
     )
+
+
+_GATE_STAGES = frozenset({Stage.BASELINE, Stage.CANARY})
+
+
+def _judge(gate: PushGate, request: Request, response: AgentResponse) -> str | None:
+    """The serving gate's verdict on a request that ran one of its stages, else None."""
+    if Stage.BASELINE in request.stages:
+        return gate.judge_baseline(response)
+    if Stage.CANARY in request.stages:
+        return gate.judge_canary(response)
+    return None
 
 
 def _report_suites(
@@ -197,23 +226,46 @@ def _error(response: AgentResponse) -> str:
     return (failed.error or failed.code or "failed") if failed else (response.error or "")
 
 
-def _rollback(push: PushSteps, response: AgentResponse, restarted: bool) -> HostResult:
-    """A request failed after site-packages may have changed: restore the backup."""
-    failed = response.failed
-    if failed is None:  # the agent refused the whole request
-        reason = f"failed: {response.error}"
-    elif failed.code == Code.SMOKE_FAILED:  # name the check and its reason
-        suites = suite_results(failed)
-        reason = f"{failed.op} failed: {describe_smoke_failure(suites) or failed.error}"
-    else:
-        reason = f"{failed.op} failed: {failed.error}"
+def _rollback(
+    push: PushSteps,
+    response: AgentResponse,
+    restarted: bool,
+    gate: PushGate | None = None,
+    reason: str = "",
+) -> HostResult:
+    """A request failed after site-packages may have changed: restore the backup.
+
+    `reason`: why, when no op failed (the serving gate's verdict). After a rollback that
+    restarted the server, the gate replays again: an old server not back at its baseline
+    needs attention (exit 3).
+    """
+    failed = None if reason else response.failed
+    reason = reason or _failure_reason(response)
     result = restore_backup(push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
     details = result.details
     if failed is not None:
         failure = {"op": failed.op, "code": failed.code, "data": failed.data}
         details = {**details, "failure": failure}
     message = f"{reason}; rolled back" if result.outcome == Outcome.ROLLED_BACK else result.message
-    return dataclasses.replace(result, details=details, message=message)
+    outcome = result.outcome
+    if gate is not None and restarted and outcome == Outcome.ROLLED_BACK:
+        not_back = gate.confirm_rollback(push.deploy_id)
+        if not_back is not None:
+            outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {not_back}"
+    if gate is not None:
+        details = {**details, "gate": gate.details()}
+    return dataclasses.replace(result, outcome=outcome, details=details, message=message)
+
+
+def _failure_reason(response: AgentResponse) -> str:
+    """Why a request failed, naming the op (and for smoke, the check and its reason)."""
+    failed = response.failed
+    if failed is None:  # the agent refused the whole request
+        return f"failed: {response.error}"
+    if failed.code == Code.SMOKE_FAILED:
+        suites = suite_results(failed)
+        return f"{failed.op} failed: {describe_smoke_failure(suites) or failed.error}"
+    return f"{failed.op} failed: {failed.error}"
 
 
 def _lost(push: PushSteps, exc: TransportError, stage: Stage, restarted: bool) -> HostResult:

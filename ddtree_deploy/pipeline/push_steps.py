@@ -7,15 +7,18 @@ from dataclasses import dataclass, field
 
 from ddtree_deploy.agent import Op
 from ddtree_deploy.events import Stage
+from ddtree_deploy.gate.settings import GateMode, GateSettings
 from ddtree_deploy.pipeline.context import HostRun, Step
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
+from ddtree_deploy.stages.gate_plan import AFTER_FILE, BASELINE_FILE, backup_file, gate_op
 from ddtree_deploy.stages.serve_file import ServeFile
 
 
 @dataclass(frozen=True)
 class PushOptions:
-    """How to push: who holds the lock, whether to restart, lock TTL, takeover, backups."""
+    """How to push: who holds the lock, whether to restart, lock TTL, takeover, backups,
+    and the serving gate's mode from `--gate` (None: as the [gate] tables say)."""
 
     holder: str
     restart: bool = True
@@ -23,6 +26,7 @@ class PushOptions:
     break_lock: bool = False
     keep_backups: int = 5
     smoke_sources: dict[str, str] | None = None
+    gate_mode: GateMode | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class PushSteps:
     prepared: PreparedPatchset
     opts: PushOptions
     serve: ServeFile | None
+    gate: GateSettings | None = None
     site: str = ""
     plan: dict[str, str] = field(default_factory=dict)
     deploy_id: str = ""
@@ -40,6 +45,11 @@ class PushSteps:
     @property
     def restarts(self) -> bool:
         return self.opts.restart and self.run.host.service.kind != "none"
+
+    @property
+    def gating(self) -> bool:
+        """Whether the serving gate runs: configured, and the push restarts the server."""
+        return self.gate is not None and self.restarts
 
     @property
     def records_reference(self) -> bool:
@@ -81,6 +91,10 @@ class PushSteps:
                         deploy_id, "installing", **intent, backup=backup, files=self.plan
                     )
                 ]
+            case Stage.BASELINE if self.gating:
+                assert self.gate is not None
+                save = backup_file(deploy_id, BASELINE_FILE)
+                return [gate_op(run.host, self.gate, "baseline", load=False, save_as=save)]
             case Stage.INSTALL:
                 return [ops.install_op(site, prepared, deploy_id, self.serve)]
             case Stage.COMPILE:
@@ -97,6 +111,10 @@ class PushSteps:
             case Stage.VERIFY if self.restarts and prepared.after_restart:
                 after = list(prepared.after_restart)
                 return [ops.smoke_op(run.host, site, prepared, sources, timeout_s, after)]
+            case Stage.CANARY if self.gating:
+                assert self.gate is not None
+                save = backup_file(deploy_id, AFTER_FILE)
+                return [gate_op(run.host, self.gate, "after", load=True, save_as=save)]
             case Stage.COMMIT:
                 return [ops.journal_op(deploy_id, "committed", patchset=prepared.ref)]
             case Stage.UNLOCK:
@@ -106,7 +124,10 @@ class PushSteps:
         return []
 
     def skip_reason(self, stage: Stage) -> str | None:
-        """Why a stage reported as skipped does not run in this push (only `restart`)."""
-        if stage != Stage.RESTART or self.restarts:
+        """Why a stage reported as skipped does not run in this push: `restart`, and the
+        serving gate's stages when a gate is set but nothing restarts."""
+        gated = stage in (Stage.BASELINE, Stage.CANARY) and self.gate is not None
+        if (stage != Stage.RESTART and not gated) or self.restarts:
             return None
-        return "--no-restart" if not self.opts.restart else "service kind none"
+        why = "--no-restart" if not self.opts.restart else "service kind none"
+        return f"{why}: the serving gate needs a restarted server" if gated else why

@@ -13,6 +13,7 @@ from ddtree_deploy.report.summary import (
 from ddtree_deploy.report.tables import (
     backups_table,
     facts_table,
+    gate_table,
     plan_table,
     smoke_table,
     status_table,
@@ -33,6 +34,7 @@ __all__ = [
     "FanoutSink",
     "JsonLinesSink",
     "facts_table",
+    "gate_table",
     "junit_xml",
     "smoke_table",
     "write_junit",

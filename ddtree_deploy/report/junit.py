@@ -1,4 +1,5 @@
-"""JUnit XML: one testcase per host x stage, plus one `smoke.<suite>` case per suite run."""
+"""JUnit XML: one testcase per host x stage, one `smoke.<suite>` case per suite run and one
+`gate.<check>` case per serving-gate check."""
 
 from __future__ import annotations
 
@@ -45,6 +46,19 @@ def junit_xml(name: str, results: list[HostResult]) -> str:
                     float(s.get("duration_s") or 0),
                     str(s.get("details") or ""),
                     _suite_failure_text(s),
+                )
+            )
+        for check in (r.details.get("gate") or {}).get("checks") or []:
+            detail = str(check.get("detail") or "")
+            summary = detail.splitlines()[0] if detail else ""
+            cases.append(
+                (
+                    f"gate.{check.get('name')}",
+                    bool(check.get("passed")),
+                    False,
+                    0.0,
+                    summary,
+                    detail,
                 )
             )
         for stage, ok, skipped, duration_s, message, text in cases:

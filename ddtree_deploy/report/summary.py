@@ -92,6 +92,23 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
             r.message,
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    checks = [
+        (r.host, c) for r in results for c in (r.details.get("gate") or {}).get("checks") or []
+    ]
+    if checks:
+        lines += [
+            "",
+            "| host | check | baseline | new | limit | result |",
+            "| --- | --- | ---: | ---: | --- | --- |",
+        ]
+        for host, c in checks:
+            verdict = "passed" if c.get("passed") else "**FAILED**"
+            cells = [
+                host,
+                f"gate.{c.get('name')}",
+                *(str(c.get(k) or "-") for k in ("baseline", "new", "limit")),
+            ]
+            lines.append("| " + " | ".join(_cell(x) for x in cells) + f" | {verdict} |")
     return "\n".join(lines) + "\n\n"
 
 

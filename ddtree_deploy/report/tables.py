@@ -135,3 +135,31 @@ def backups_table(results: list[HostResult]) -> Table:
             cells = (r.host, b["deploy_id"], b["patchset"], b["created"])
             table.add_row(*(_plain(c) for c in cells))
     return table
+
+
+def gate_checks(result: HostResult) -> list[dict[str, Any]]:
+    """The serving gate's checks a host result carries (details["gate"]["checks"])."""
+    return list((result.details.get("gate") or {}).get("checks") or [])
+
+
+def gate_table(results: list[HostResult]) -> Table | None:
+    """One row per host x serving-gate check: baseline, new, limit, verdict and why; None
+    when no host ran the gate."""
+    if not any(gate_checks(r) for r in results):
+        return None
+    table = Table(title="serving gate")
+    for col in ("host", "check", "baseline", "new", "limit", "result", "details"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        for c in gate_checks(r):
+            first = str(c.get("detail") or "").splitlines()
+            table.add_row(
+                _plain(r.host),
+                _plain(f"gate.{c.get('name')}"),
+                _plain(str(c.get("baseline") or "-")),
+                _plain(str(c.get("new") or "-")),
+                _plain(str(c.get("limit") or "-")),
+                "[green]passed[/]" if c.get("passed") else "[red]FAILED[/]",
+                _plain(first[0][:300] if first else ""),
+            )
+    return table

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ddtree_deploy.errors import ConfigError, PatchsetError
+from ddtree_deploy.gate.prompts import Prompt, read_prompts
+from ddtree_deploy.gate.settings import GateConfig
 from ddtree_deploy.patchset import Patchset, check_sources
 from ddtree_deploy.patchset.materialize import read_source
 from ddtree_deploy.patchset.models import LosslessConfig, ServeConfig
@@ -70,6 +72,8 @@ class PreparedPatchset:
     serve: ServeConfig | None = None
     lossless: LosslessConfig | None = None
     references: tuple[dict[str, Any], ...] = ()  # the lossless reference files, parsed
+    gate: GateConfig | None = None  # the serving gate's defaults ([gate])
+    gate_prompts: tuple[Prompt, ...] = ()  # [gate] prompts, else the [lossless] prompts
 
     @property
     def paths(self) -> list[str]:
@@ -119,7 +123,23 @@ def prepare_patchset(patchset: Patchset, siblings: Sequence[Patchset] = ()) -> P
         serve=spec.serve,
         lossless=spec.lossless,
         references=load_references(patchset),
+        gate=spec.gate,
+        gate_prompts=load_gate_prompts(patchset),
     )
+
+
+def load_gate_prompts(patchset: Patchset) -> tuple[Prompt, ...]:
+    """The prompts the serving gate replays: the [gate] prompts file, else the [lossless]
+    prompts, else none; raises PatchsetError naming a bad file."""
+    spec = patchset.spec
+    if spec.gate is not None and spec.gate.prompts is not None:
+        try:
+            return read_prompts(patchset.source_path(spec.gate.prompts))
+        except ValueError as exc:
+            raise PatchsetError(str(exc)) from None
+    if spec.lossless is not None:
+        return tuple(p.model_dump(exclude_none=True) for p in spec.lossless.prompts)
+    return ()
 
 
 def load_references(patchset: Patchset) -> tuple[dict[str, Any], ...]:

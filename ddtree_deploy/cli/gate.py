@@ -1,0 +1,53 @@
+"""`gate`: is each host's server still as good as its recorded baseline? (changes nothing)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ddtree_deploy.pipeline import GateOptions, HostRun, gate_host
+from ddtree_deploy.results import HostResult
+from ddtree_deploy.stages import PreparedPatchset
+
+from .choice import read_only_fn
+from .command import host_command
+from .context import RunContext
+from .options import GateModeOpt, PatchsetsDirOpt, StrictOpt, gate_mode
+from .rollout import run_and_exit
+
+
+@host_command
+def gate(
+    run: RunContext,
+    patchset: Annotated[
+        str | None,
+        typer.Option("--patchset", "-p", help="Its [gate] defaults and prompts apply too."),
+    ] = None,
+    patchsets_dir: PatchsetsDirOpt = None,
+    strict: StrictOpt = False,
+    mode: GateModeOpt = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="A gate measurement (JSON), or a dir of HOST.json, to compare with instead of "
+            "the one the host's last committed push saved.",
+        ),
+    ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option("--record", help="Also write this run's measurement to DIR/HOST.json."),
+    ] = None,
+) -> None:
+    """Compare each host's running server with its baseline: tokens/s, accept length,
+    greedy outputs, errors (and, with --gate full, load, health and metrics over the bake).
+    Exit 1 when a check fails, 2 when there is no baseline to compare with."""
+    hosts = run.targets.resolve()
+    opts = GateOptions(mode=gate_mode(mode), baseline=baseline, record=record)
+
+    def gate_one(host_run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
+        return gate_host(host_run, prepared, opts)
+
+    run_and_exit(run, "gate", hosts, read_only_fn(gate_one, patchset, patchsets_dir, strict))

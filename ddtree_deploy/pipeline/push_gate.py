@@ -1,0 +1,156 @@
+"""The serving gate inside a push: judge the baseline the old server gave, compare the new
+server with it after the restart, and confirm after a rollback that the old server is back
+(docs/gate.md). The agent measures on the host; the verdicts are made here."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ddtree_deploy.agent import AgentResponse
+from ddtree_deploy.agent.host.wire_results import GateMeasurement
+from ddtree_deploy.events import Stage
+from ddtree_deploy.gate.compare import (
+    GateCheck,
+    accept_length,
+    compare,
+    describe_failures,
+    round_throughputs,
+)
+from ddtree_deploy.gate.settings import GateSettings
+from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.stages.gate_plan import backup_file, gate_op
+
+# What a rollback's replay must show again: the old server's speed, outputs and health.
+ROLLBACK_CHECKS = frozenset({"tokens_per_s", "greedy_match", "error_rate"})
+ROLLBACK_FILE = "gate-rollback.json"
+
+
+def describe_measurement(m: GateMeasurement) -> str:
+    """One line a person reads: requests, errors, tokens/s (median of rounds and range),
+    accept length, the load's numbers when there was one."""
+    replay = m.replay
+    rates = round_throughputs(replay)
+    speed = "no tokens"
+    if rates:
+        speed = f"{statistics.median(rates):.1f} tok/s (rounds {min(rates):.1f}-{max(rates):.1f})"
+    accept = "no speculation" if replay.verify_ct == 0 else f"accept {accept_length(replay):.2f}"
+    errors = f"{replay.errors} errors" if replay.errors else "no errors"
+    line = f"{m.algorithm or 'plain'}: {replay.requests} requests, {speed}, {accept}, {errors}"
+    if m.load is not None:
+        load = m.load
+        rate = load.tokens / load.wall_s if load.wall_s else 0.0
+        line += (
+            f"; load {load.requests} requests in {load.wall_s:.1f}s ({rate:.1f} tok/s), "
+            f"{load.errors} errors, health {load.health_polls - load.health_failures}/"
+            f"{load.health_polls} ok"
+        )
+    return line
+
+
+def unusable(m: GateMeasurement) -> str | None:
+    """Why a baseline cannot be compared against (errors, no tokens), or None."""
+    replay = m.replay
+    if replay.errors:
+        return (
+            f"{replay.errors} of {replay.requests} replay requests failed on the old server "
+            f"(first: {replay.first_error})"
+        )
+    if not round_throughputs(replay) or replay.tokens <= 0:
+        return "the old server generated no tokens"
+    return None
+
+
+@dataclass
+class PushGate:
+    """One host's serving gate during a push: its settings, and what it measured so far."""
+
+    run: HostRun
+    settings: GateSettings
+    baseline: GateMeasurement | None = None
+    checks: list[GateCheck] = field(default_factory=list)
+
+    def judge_baseline(self, response: AgentResponse) -> str | None:
+        """End the baseline stage: None when the old server gave a usable baseline, else
+        why not (the push then stops before installing anything)."""
+        measured = response.result_as("gate_measure", GateMeasurement)
+        if measured is None:
+            return None  # the op failed: its stage already failed, the push rolls back
+        problem = unusable(measured)
+        if problem is not None:
+            reason = f"no usable baseline: {problem} (--gate off pushes without one)"
+            self.run.recorder.fail(Stage.BASELINE, reason, data=_data(measured))
+            return reason
+        self.baseline = measured
+        self.run.recorder.ok(Stage.BASELINE, describe_measurement(measured), data=_data(measured))
+        return None
+
+    def judge_canary(self, response: AgentResponse) -> str | None:
+        """End the canary stage: every check as an info event, then ok or fail; returns the
+        failed checks (`gate.<name>: why; ...`) or None."""
+        measured = response.result_as("gate_measure", GateMeasurement)
+        if measured is None or self.baseline is None:
+            return None
+        self.checks = self._report(
+            Stage.CANARY, compare(self.baseline, measured, self.settings.thresholds)
+        )
+        failed = describe_failures(self.checks)
+        if failed:
+            self.run.recorder.fail(Stage.CANARY, f"gate failed: {failed}", data=_data(measured))
+            return f"gate failed: {failed}"
+        self.run.recorder.ok(Stage.CANARY, describe_measurement(measured), data=_data(measured))
+        return None
+
+    def confirm_rollback(self, deploy_id: str) -> str | None:
+        """After a rollback that restarted the old code: replay again and compare with the
+        baseline. Returns why the old server is not back (exit 3), or None when it is."""
+        if self.baseline is None:
+            return None
+        op = gate_op(
+            self.run.host,
+            self.settings,
+            "rollback",
+            load=False,
+            save_as=backup_file(deploy_id, ROLLBACK_FILE),
+        )
+        response = self.run.ask([(Stage.ROLLBACK, op)])
+        if not isinstance(response, AgentResponse):
+            return f"the rollback's replay could not run: {response.message}"
+        measured = response.result_as("gate_measure", GateMeasurement)
+        if measured is None:
+            failed = response.failed
+            return f"the rollback's replay failed: {failed.error if failed else response.error}"
+        checks = compare(self.baseline, measured, self.settings.thresholds, only=ROLLBACK_CHECKS)
+        self.checks += report_checks(self.run, Stage.ROLLBACK, checks, prefix="rollback.")
+        failed = describe_failures(checks)
+        return f"the old server is not back at its baseline: {failed}" if failed else None
+
+    def details(self) -> dict[str, Any]:
+        """What a host result carries: the baseline's line and every check (JUnit cases)."""
+        baseline = describe_measurement(self.baseline) if self.baseline else None
+        return {"baseline": baseline, "checks": [c.to_dict() for c in self.checks]}
+
+
+def report_checks(
+    run: HostRun, stage: Stage, checks: list[GateCheck], prefix: str = ""
+) -> list[GateCheck]:
+    """One info event per check (data: {"gate": check}); returns the checks, named with
+    `prefix` (the rollback's confirmation: `rollback.tokens_per_s`)."""
+    named = [replace(c, name=prefix + c.name) for c in checks]
+    for check in named:
+        verdict = "ok" if check.passed else "FAILED"
+        first = check.detail.splitlines()[0] if check.detail else ""
+        run.recorder.info(
+            stage, f"gate.{check.name} {verdict}: {first}", data={"gate": check.to_dict()}
+        )
+    return named
+
+
+def _data(m: GateMeasurement) -> dict[str, Any]:
+    """A measurement as event data, without the bulky parts (outputs, metrics text)."""
+    data = m.to_dict()
+    data["replay"] = {k: v for k, v in data["replay"].items() if k != "outputs"}
+    for key in ("metrics_before", "metrics_after"):
+        data[key] = None if data.get(key) is None else f"{len(data[key])} chars"
+    return {"measurement": data}
