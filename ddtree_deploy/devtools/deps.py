@@ -5,12 +5,13 @@ Reads every module with the standard library's `ast` (nothing is imported or run
 Rooms are the top-level packages and modules of `ddtree_deploy/`. `ALLOWED` is the one table of
 which rooms each room may import; the layers read top to bottom:
 
-    cli -> fleet -> pipeline -> stages / transport / patchset / inventory -> agent protocol
+    cli -> fleet -> pipeline -> stages / transport / patchset / inventory -> gate -> agent protocol
 
 with report/ (output) beside cli, and events, errors and results as leaves anyone may use.
-Besides the table: only cli/ imports typer, only cli/ and report/ import rich, the agent's host
-code imports only the standard library and its siblings (it runs on the host's bare python),
-and no product module imports the test sandbox (`ddtree_deploy.sandbox`, `ddtree_sandbox`).
+Besides the table: only cli/ imports typer, only cli/ and report/ import rich, only gate/
+imports prometheus_client, the agent's host code imports only the standard library and its
+siblings (it runs on the host's bare python), and no product module imports the test sandbox
+(`ddtree_deploy.sandbox`, `ddtree_sandbox`).
 
 Prints one `file:line: message` per violation and exits 1 if there is any, else 0.
 """
@@ -32,17 +33,31 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset(),
     "__main__": frozenset({"cli"}),
     "cli": frozenset(
-        {"fleet", "report", "pipeline", "stages", "transport", "patchset", "inventory", "agent"}
+        {
+            "fleet",
+            "report",
+            "pipeline",
+            "stages",
+            "transport",
+            "patchset",
+            "inventory",
+            "gate",
+            "agent",
+        }
     )
     | LEAVES,
     "report": LEAVES,
-    "fleet": frozenset({"pipeline", "stages", "transport", "patchset", "inventory", "agent"})
+    "fleet": frozenset(
+        {"pipeline", "stages", "transport", "patchset", "inventory", "gate", "agent"}
+    )
     | LEAVES,
-    "pipeline": frozenset({"stages", "transport", "patchset", "inventory", "agent"}) | LEAVES,
-    "stages": frozenset({"transport", "patchset", "inventory", "agent"}) | LEAVES,
+    "pipeline": frozenset({"stages", "transport", "patchset", "inventory", "gate", "agent"})
+    | LEAVES,
+    "stages": frozenset({"transport", "patchset", "inventory", "gate", "agent"}) | LEAVES,
     "transport": frozenset({"inventory", "agent"}) | LEAVES,
-    "inventory": frozenset({"patchset"}) | LEAVES,
-    "patchset": frozenset({"agent"}) | LEAVES,
+    "inventory": frozenset({"patchset", "gate"}) | LEAVES,
+    "patchset": frozenset({"gate", "agent"}) | LEAVES,
+    "gate": frozenset({"agent"}) | LEAVES,
     "agent": LEAVES,
     "events": frozenset(),
     "errors": frozenset(),
@@ -54,6 +69,7 @@ ONLY_IN: dict[str, frozenset[str]] = {
     "typer": frozenset({"cli"}),
     "click": frozenset({"cli"}),
     "rich": frozenset({"cli", "report"}),
+    "prometheus_client": frozenset({"gate"}),
 }
 FORBIDDEN = ("ddtree_deploy.sandbox", "ddtree_sandbox")
 # Code that runs on the host's python: the standard library only.

@@ -1,0 +1,277 @@
+"""The gate's verdicts: the new server's measurement against the baseline measured on the
+old server just before, on the same host (Kayenta-style). Pure: both measurements
+(agent gate_measure results) and the thresholds come in as arguments.
+
+One GateCheck per rule, in this order:
+
+- tokens_per_s (noise-aware): each replay round's throughput is tokens / wall_s (rounds
+  with wall_s <= 0 are left out); B and N are the medians of the baseline's and the new
+  server's rounds. The noise band is (max - min) / B over the BASELINE's rounds (0 with one
+  round), capped at 0.5. allowed = max(max_tokens_per_s_regression, band); the regression
+  1 - N/B must be <= allowed. A baseline without a positive median fails ("baseline
+  measured no tokens").
+- accept_length_ratio: accept length = replay.tokens / replay.verify_ct, or 1.0 when
+  verify_ct is 0 (plain decoding: one token per forward, shown as "no speculation"); new /
+  baseline must be >= min_accept_length_ratio. Passes, saying so, when the baseline's is 0.
+- greedy_match: the replays' outputs per prompt under exact | prefix:N | ratio:x (see
+  greedy.py for what each means); the detail names the first differing prompt and token.
+- error_rate: the new server's errors / requests over its replay plus its load (if any)
+  must be <= max_error_rate; the detail quotes the first error (the replay's, else the
+  load's). No requests at all counts as rate 0.
+- p95_latency_ratio: the nearest-rank p95 of new.replay.latencies_s over the baseline's
+  must be <= max_p95_latency_ratio x (1 + band), the band being tokens_per_s's. Passes,
+  saying why, when either side has no latencies (or the baseline's p95 is 0).
+- health: only when the new measurement has a load: its health polls must not have
+  failed, and the load must not have stopped early.
+- "metrics: <rule>": one per rule of thresholds.metrics (metrics.py), over the new
+  server's /metrics text before and after its run; metrics_error is quoted when the text is
+  missing, and a rule that does not parse fails with the reason.
+
+Ratios and the regression are compared with a 1e-9 slack, so a value exactly at its limit
+passes despite float rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from ddtree_deploy.agent.host.wire_results import GateMeasurement, LoadStats, ReplayStats
+from ddtree_deploy.gate.greedy import compare_outputs
+from ddtree_deploy.gate.metrics import evaluate, format_number, measure, parse_rule
+from ddtree_deploy.gate.settings import Thresholds
+
+NOISE_BAND_CAP = 0.5
+_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One rule's verdict, as the summary table and the JSON report show it.
+
+    name: tokens_per_s | accept_length_ratio | greedy_match | error_rate |
+    p95_latency_ratio | health | "metrics: <rule>"; baseline/new: the values as shown
+    ("" when not applicable); limit: what was required; detail: its first line is a
+    one-line verdict naming the values, further lines add context.
+    """
+
+    name: str
+    passed: bool
+    baseline: str
+    new: str
+    limit: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the check as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def round_throughputs(replay: ReplayStats) -> list[float]:
+    """Return each replay round's throughput in tokens/s (rounds with wall_s <= 0 left out)."""
+    return [r["tokens"] / r["wall_s"] for r in replay.rounds if r["wall_s"] > 0]
+
+
+def accept_length(replay: ReplayStats) -> float:
+    """Return the replay's tokens per verify step; 1.0 when it did not speculate."""
+    return replay.tokens / replay.verify_ct if replay.verify_ct else 1.0
+
+
+def p95(values: list[float]) -> float | None:
+    """Return the nearest-rank 95th percentile of `values` (None when there are none)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[math.ceil(0.95 * len(ordered)) - 1]
+
+
+def noise_band(throughputs: list[float]) -> float:
+    """Return the spread (max - min) / median of the baseline's rounds, capped at 0.5
+    (0 with fewer than two rounds or a median that is not positive)."""
+    if len(throughputs) < 2 or statistics.median(throughputs) <= 0:
+        return 0.0
+    spread = (max(throughputs) - min(throughputs)) / statistics.median(throughputs)
+    return min(spread, NOISE_BAND_CAP)
+
+
+def compare(
+    baseline: GateMeasurement,
+    new: GateMeasurement,
+    thresholds: Thresholds,
+    only: frozenset[str] | None = None,
+) -> list[GateCheck]:
+    """Return the checks of `new` against `baseline` (see the module docstring), in order.
+
+    only: the check names to run (e.g. {"tokens_per_s", "greedy_match", "error_rate"} for a
+    rollback's confirmation); None runs all. Raises ValueError on a greedy_match mode that
+    settings would have refused.
+    """
+    band = noise_band(round_throughputs(baseline.replay))
+    checks = [
+        _tokens_per_s(baseline, new, thresholds, band),
+        _accept_length(baseline, new, thresholds),
+        _greedy(baseline, new, thresholds),
+        _error_rate(baseline, new, thresholds),
+        _p95_latency(baseline, new, thresholds, band),
+    ]
+    if new.load is not None:
+        checks.append(_health(new.load))
+    checks.extend(_metrics(baseline, new, rule) for rule in thresholds.metrics)
+    return [c for c in checks if only is None or c.name in only]
+
+
+def describe_failures(checks: list[GateCheck]) -> str:
+    """Return the failed checks as "gate.NAME: <first line>; ..." ("" when none failed)."""
+    return "; ".join(
+        f"gate.{c.name}: {c.detail.splitlines()[0] if c.detail else 'failed'}"
+        for c in checks
+        if not c.passed
+    )
+
+
+def _tokens_per_s(
+    baseline: GateMeasurement, new: GateMeasurement, thresholds: Thresholds, band: float
+) -> GateCheck:
+    """The noise-aware throughput check."""
+    base_rounds = round_throughputs(baseline.replay)
+    new_rounds = round_throughputs(new.replay)
+    base = statistics.median(base_rounds) if base_rounds else 0.0
+    now = statistics.median(new_rounds) if new_rounds else 0.0
+    shown_new = f"{now:.1f} tok/s" if new_rounds else "no rounds"
+    threshold = thresholds.max_tokens_per_s_regression
+    if base <= 0:
+        return GateCheck(
+            "tokens_per_s", False, "0.0 tok/s", shown_new, "", "baseline measured no tokens"
+        )
+    allowed = max(threshold, band)
+    source = "noise band" if band > threshold else "threshold"
+    other = f"threshold {threshold:.1%}" if band > threshold else f"noise band {band:.1%}"
+    regression = 1 - now / base
+    limit = f">= {base * (1 - allowed):.1f} tok/s (-{threshold:.0%}; noise band {band:.1%})"
+    detail = (
+        f"tokens/s {base:.1f} -> {now:.1f} ({-regression:+.1%}), allowed -{allowed:.1%} "
+        f"({source}; {other})\n"
+        f"rounds (tok/s): baseline {_listed(base_rounds)}; new {_listed(new_rounds)}"
+    )
+    passed = regression <= allowed + _SLACK
+    return GateCheck("tokens_per_s", passed, f"{base:.1f} tok/s", shown_new, limit, detail)
+
+
+def _accept_length(
+    baseline: GateMeasurement, new: GateMeasurement, thresholds: Thresholds
+) -> GateCheck:
+    """New accept length over the baseline's."""
+    base, now = accept_length(baseline.replay), accept_length(new.replay)
+    shown_base, shown_new = _shown_accept(baseline.replay), _shown_accept(new.replay)
+    minimum = thresholds.min_accept_length_ratio
+    if base <= 0:
+        detail = f"skipped: the baseline's accept length is {base:g} (no ratio)"
+        return GateCheck("accept_length_ratio", True, shown_base, shown_new, "", detail)
+    ratio = now / base
+    limit = f">= {minimum:g}x baseline (>= {base * minimum:.2f})"
+    detail = f"accept length {base:.2f} -> {now:.2f} (ratio {ratio:.3f}, >= {minimum:g} required)"
+    passed = ratio >= minimum - _SLACK
+    return GateCheck("accept_length_ratio", passed, shown_base, shown_new, limit, detail)
+
+
+def _shown_accept(replay: ReplayStats) -> str:
+    """An accept length as shown: "3.42", or "1.00 (no speculation)"."""
+    value = f"{accept_length(replay):.2f}"
+    return value if replay.verify_ct else f"{value} (no speculation)"
+
+
+def _greedy(baseline: GateMeasurement, new: GateMeasurement, thresholds: Thresholds) -> GateCheck:
+    """The replays' greedy outputs, prompt by prompt."""
+    mode = thresholds.greedy_match
+    verdict = compare_outputs(baseline.replay.outputs, new.replay.outputs, mode)
+    summary = f"{verdict.matched}/{verdict.total} prompts match ({mode})"
+    detail = f"{summary}; {verdict.first_difference}" if verdict.first_difference else summary
+    shown_base = f"{len(baseline.replay.outputs)} prompts"
+    shown_new = f"{verdict.matched}/{verdict.total} match"
+    return GateCheck("greedy_match", verdict.passed, shown_base, shown_new, verdict.limit, detail)
+
+
+def _error_rate(
+    baseline: GateMeasurement, new: GateMeasurement, thresholds: Thresholds
+) -> GateCheck:
+    """The new server's errors over its requests, replay and load together."""
+    errors, requests, first = _errors(new)
+    base_errors, base_requests, _ = _errors(baseline)
+    rate = errors / requests if requests else 0.0
+    maximum = thresholds.max_error_rate
+    detail = f"{errors} errors in {requests} requests ({rate:.1%}, <= {maximum:.1%} allowed)"
+    if first:
+        detail += f"; first: {first}"
+    shown_base = _shown_rate(base_errors, base_requests)
+    passed = rate <= maximum + _SLACK
+    shown_new = _shown_rate(errors, requests)
+    return GateCheck("error_rate", passed, shown_base, shown_new, f"<= {maximum:.1%}", detail)
+
+
+def _errors(measurement: GateMeasurement) -> tuple[int, int, str | None]:
+    """Return (errors, requests, first error) over a measurement's replay and load."""
+    replay, load = measurement.replay, measurement.load
+    if load is None:
+        return replay.errors, replay.requests, replay.first_error
+    first = replay.first_error or load.first_error
+    return replay.errors + load.errors, replay.requests + load.requests, first
+
+
+def _shown_rate(errors: int, requests: int) -> str:
+    """An error rate as shown: "2/40 (5.0%)"."""
+    rate = errors / requests if requests else 0.0
+    return f"{errors}/{requests} ({rate:.1%})"
+
+
+def _p95_latency(
+    baseline: GateMeasurement, new: GateMeasurement, thresholds: Thresholds, band: float
+) -> GateCheck:
+    """The replay's p95 latency against the baseline's, widened by the noise band."""
+    base, now = p95(baseline.replay.latencies_s), p95(new.replay.latencies_s)
+    shown_base = f"{base:.3f} s" if base is not None else ""
+    shown_new = f"{now:.3f} s" if now is not None else ""
+    maximum = thresholds.max_p95_latency_ratio * (1 + band)
+    limit = f"<= x{maximum:.2f} ({thresholds.max_p95_latency_ratio:g} x (1 + band {band:.1%}))"
+    if base is None or now is None or base <= 0:
+        side = "the baseline" if base is None or base <= 0 else "the new server"
+        detail = f"skipped: {side} measured no replay latencies"
+        return GateCheck("p95_latency_ratio", True, shown_base, shown_new, limit, detail)
+    ratio = now / base
+    detail = f"p95 latency {base:.3f} s -> {now:.3f} s (x{ratio:.2f}, <= x{maximum:.2f} allowed)"
+    passed = ratio <= maximum + _SLACK
+    return GateCheck("p95_latency_ratio", passed, shown_base, shown_new, limit, detail)
+
+
+def _health(load: LoadStats) -> GateCheck:
+    """The health polls made during the new server's load, and whether it ran to plan."""
+    shown = f"{load.health_failures}/{load.health_polls} failed"
+    detail = f"{load.health_polls} health polls, {load.health_failures} failed"
+    if load.first_health_failure:
+        detail += f"; first: {load.first_health_failure}"
+    if load.stopped_early:
+        detail = f"load stopped early: {load.stopped_early}; {detail}"
+    passed = load.health_failures == 0 and not load.stopped_early
+    return GateCheck("health", passed, "", shown, "0 failed polls, load run to plan", detail)
+
+
+def _metrics(baseline: GateMeasurement, new: GateMeasurement, rule: str) -> GateCheck:
+    """One metrics rule over the new server's /metrics text (the baseline's value is shown)."""
+    name = f"metrics: {rule}"
+    try:
+        parsed = parse_rule(rule)
+    except ValueError as error:
+        return GateCheck(name, False, "", "", "", str(error))
+    passed, detail = evaluate(parsed, new.metrics_before, new.metrics_after, new.metrics_error)
+    base, _ = measure(parsed, baseline.metrics_before, baseline.metrics_after)
+    now, _ = measure(parsed, new.metrics_before, new.metrics_after)
+    shown_base = format_number(base) if base is not None else ""
+    shown_new = format_number(now) if now is not None else "missing"
+    return GateCheck(name, passed, shown_base, shown_new, parsed.requirement, detail)
+
+
+def _listed(values: list[float]) -> str:
+    """Numbers shown as "115.6, 117.0" ("none" when empty)."""
+    return ", ".join(f"{v:.1f}" for v in values) or "none"
