@@ -92,9 +92,8 @@ class PushGate:
         measured = response.result_as("gate_measure", GateMeasurement)
         if measured is None or self.baseline is None:
             return None
-        self.checks = self._report(
-            Stage.CANARY, compare(self.baseline, measured, self.settings.thresholds)
-        )
+        checks = compare(self.baseline, measured, self.settings.thresholds)
+        self.checks = report_checks(self.run, Stage.CANARY, checks)
         failed = describe_failures(self.checks)
         if failed:
             self.run.recorder.fail(Stage.CANARY, f"gate failed: {failed}", data=_data(measured))

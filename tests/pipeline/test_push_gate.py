@@ -70,7 +70,7 @@ def gated(data: dict[str, Any]) -> OpResult:
 
 
 def gate_host(**gate: Any):
-    return make_host(gate=GateConfig(mode="quick", **gate), gate_prompts=PROMPTS)
+    return make_host(gate=GateConfig(**{"mode": "quick", **gate}), gate_prompts=PROMPTS)
 
 
 def push(s, opts: PushOptions = OPTS):
