@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from . import ops_files, ops_plan, ops_service
+from . import ops_files, ops_gate, ops_plan, ops_service
 from .state import Ctx
 from .wire import (
     BEGIN,
@@ -44,6 +44,7 @@ OPS = {
     "restart": ops_service.op_restart,
     "health": ops_service.op_health,
     "smoke": ops_service.op_smoke,
+    "gate_measure": ops_gate.op_gate_measure,
 }
 
 # A request of only these ops (a preflight) waits a short while for the state dir's flock
@@ -52,7 +53,9 @@ OPS = {
 # only while holding the flock (Ctx.flock_held), so two preflights after a dead run cannot
 # both take the lock over. Every other request waits as long as a run may.
 _QUICK = {"facts", "check_plan", "lock_acquire"}
-_NO_FLOCK = {"facts"}  # a facts-only request needs no flock at all
+# A request of only these ops needs no flock at all: facts only reads, and gate_measure only
+# reads the server (it writes save_as atomically; a push that gates holds the host lock).
+_NO_FLOCK = {"facts", "gate_measure"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 TRACEBACK_CHARS = 3000
@@ -78,7 +81,7 @@ def _hold_agent_lock(request):
     An agent whose SSH channel dropped keeps running (SIGHUP is ignored); the controller's
     rollback over a fresh connection must not overtake it, or the orphan's install could land
     after the restore. The lock is taken on the directory, so a refused preflight writes
-    nothing. Returns (fd or None, note): note is "held", "read-only" (facts only),
+    nothing. Returns (fd or None, note): note is "held", "read-only" (only _NO_FLOCK ops),
     "unavailable: ..." (no state dir yet for a quick request) or "busy" (gave up waiting).
     """
     import fcntl
