@@ -89,17 +89,17 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
         run.recorder.fail(Stage.CANARY, f"baseline unusable: {problem}")
         return run.result(Outcome.REFUSED, f"{origin}: baseline unusable: {problem}")
     checks = report_checks(run, Stage.CANARY, compare(baseline, measured, settings.thresholds))
-    failed = describe_failures(checks)
+    broken = describe_failures(checks)
     details = {
         "gate": {
             "baseline": describe_measurement(baseline),
             "checks": [c.to_dict() for c in checks],
         }
     }
-    if failed:
-        run.recorder.fail(Stage.CANARY, f"gate failed: {failed}")
+    if broken:
+        run.recorder.fail(Stage.CANARY, f"gate failed: {broken}")
         return run.result(
-            Outcome.FAILED, f"gate failed against {origin}: {failed}", details=details
+            Outcome.FAILED, f"gate failed against {origin}: {broken}", details=details
         )
     run.recorder.ok(Stage.CANARY, describe_measurement(measured))
     return run.result(Outcome.OK, f"as good as its baseline ({origin})", details=details)

@@ -122,8 +122,8 @@ class PushGate:
             return f"the rollback's replay failed: {failed.error if failed else response.error}"
         checks = compare(self.baseline, measured, self.settings.thresholds, only=ROLLBACK_CHECKS)
         self.checks += report_checks(self.run, Stage.ROLLBACK, checks, prefix="rollback.")
-        failed = describe_failures(checks)
-        return f"the old server is not back at its baseline: {failed}" if failed else None
+        broken = describe_failures(checks)
+        return f"the old server is not back at its baseline: {broken}" if broken else None
 
     def details(self) -> dict[str, Any]:
         """What a host result carries: the baseline's line and every check (JUnit cases)."""

@@ -158,15 +158,17 @@ def test_replay_numbers_are_exact_and_the_warmup_is_not_counted(tmp_path, fake):
 def test_replay_errors_are_named_and_outputs_keep_their_place(tmp_path, fake):
     fake.fail_after = 2  # the warm-up takes 1, the replay's first round gets 1 answer
     got = measure(tmp_path, fake, warmup_requests=1, rounds=2)
-    assert got.replay.errors == 5 and got.replay.tokens == 5
+    # 3 errors in a row (2 in round 1, the first of round 2): the replay stops there
+    assert got.replay.errors == 3 and got.replay.requests == 4 and got.replay.tokens == 5
     assert got.replay.outputs == [output_ids(PROMPTS[0], 5), None, None]
     assert got.replay.first_error == (
         f"POST {fake.url}/generate: HTTP 500 Internal Server Error: out of memory"
+        " (replay stopped after 3 errors in a row)"
     )
     fake.token, fake.algorithm = "secret", "NONE"
     got = measure(tmp_path, fake, warmup_requests=0, rounds=1)
-    assert (
-        got.replay.first_error == f'POST {fake.url}/generate: HTTP 401 {{"error": "unauthorized"}}'
+    assert got.replay.first_error.startswith(
+        f'POST {fake.url}/generate: HTTP 401 {{"error": "unauthorized"}}'
     )
     assert got.algorithm is None
 

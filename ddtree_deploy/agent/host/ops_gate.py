@@ -82,29 +82,43 @@ def _check_args(args):
         raise OpFailed(Code.BAD_ARGS, "gate_measure: health_every_s must be > 0")
 
 
+REPLAY_GIVE_UP = 3  # consecutive replay errors after which the server counts as gone
+
+
 def replay_prompts(send, prompts, rounds):
     """Send every prompt once per round, one at a time, in order; return ReplayStats.
 
-    send(prompt) -> gate_http.Answer. outputs are the first round's output ids.
+    send(prompt) -> gate_http.Answer. outputs are the first round's output ids. After
+    REPLAY_GIVE_UP consecutive errors the replay stops (a hung server would otherwise cost
+    rounds x prompts x the request timeout): the first error says so, prompts never sent
+    have no output.
     """
-    requests = errors = tokens = verify_ct = 0
+    requests = errors = tokens = verify_ct = in_a_row = 0
     first_error, per_round, latencies_s, outputs = None, [], [], []
     for number in range(rounds):
         started, round_tokens = time.monotonic(), 0
         for prompt in prompts:
+            if in_a_row >= REPLAY_GIVE_UP:
+                break
             answer = send(prompt)
             requests += 1
             latencies_s.append(round(answer.latency_s, 6))
             if number == 0:
                 outputs.append(answer.output_ids)
-            if answer.error is not None:
-                errors += 1
-                first_error = first_error or answer.error
+            if answer.error is None:
+                in_a_row = 0
+                round_tokens += answer.tokens
+                verify_ct += answer.verify_ct
                 continue
-            round_tokens += answer.tokens
-            verify_ct += answer.verify_ct
+            errors, in_a_row = errors + 1, in_a_row + 1
+            first_error = first_error or answer.error
+            if in_a_row == REPLAY_GIVE_UP:
+                first_error += " (replay stopped after %d errors in a row)" % REPLAY_GIVE_UP
         tokens += round_tokens
         per_round.append({"tokens": round_tokens, "wall_s": round(time.monotonic() - started, 6)})
+        if in_a_row >= REPLAY_GIVE_UP:
+            break
+    outputs += [None] * (len(prompts) - len(outputs))
     return ReplayStats(
         requests=requests,
         errors=errors,

@@ -26,6 +26,12 @@ from typing import Any, Dict, List, Optional, Tuple, Type, Union
 # Re-exported (`X as X`): Record and WireError are part of this protocol.
 from .record import Record as Record
 from .record import WireError as WireError
+from .wire_service import GateArgs as GateArgs
+from .wire_service import HealthArgs as HealthArgs
+from .wire_service import RestartArgs as RestartArgs
+from .wire_service import Service as Service
+from .wire_service import SmokeArgs as SmokeArgs
+from .wire_service import SmokeSuite as SmokeSuite
 
 BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
 END = "<<<DDTREE-AGENT-END>>>"
@@ -127,32 +133,6 @@ class ServeSpec(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Service(Record):
-    """How the host's server restarts and answers health checks (argv lists, no shell)."""
-
-    kind: str
-    unit: Optional[str] = None
-    start: Optional[List[str]] = None
-    stop: Optional[List[str]] = None
-    status: Optional[List[str]] = None
-    log_file: Optional[str] = None
-    args_file: Optional[str] = None
-    health_url: str = "http://127.0.0.1:30000/health_generate"
-    ready_timeout_s: float = 600.0
-    poll_interval_s: float = 1.0
-
-
-@dataclasses.dataclass(frozen=True)
-class SmokeSuite(Record):
-    """One suite script (its source), the JSON it reads on stdin, its time limit."""
-
-    name: str
-    source: str
-    input: Dict[str, Any]
-    timeout_s: float = 600
-
-
-@dataclasses.dataclass(frozen=True)
 class FactsArgs(Record):
     """facts: the package to look up, the paths to hash, the serve file to read."""
 
@@ -240,67 +220,10 @@ class RestoreArgs(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class RestartArgs(Record):
-    """restart: the service, and the limit per command (timeout_s, seconds)."""
-
-    NESTED = (("service", Service, "one"),)
-    service: Service
-    timeout_s: float = 300
-
-
-@dataclasses.dataclass(frozen=True)
-class HealthArgs(Record):
-    """health: the service to poll; force polls even a kind = "none" service."""
-
-    NESTED = (("service", Service, "one"),)
-    service: Service
-    force: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class SmokeArgs(Record):
-    """smoke: the suites to run, and support modules ({file name: source}) beside them."""
-
-    NESTED = (("suites", SmokeSuite, "list"),)
-    suites: List[SmokeSuite]
-    support: Dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
 class PruneArgs(Record):
     """prune: how many backups to keep."""
 
     keep: int = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class GateArgs(Record):
-    """gate_measure: replay `prompts` greedily against the running server (warm-up, then
-    `rounds` rounds, one request at a time) and, with load_requests > 0, a sustained load
-    (at least load_requests requests, `concurrency` in flight, for at least bake_s seconds)
-    while health_url is polled; /metrics text before and after when `metrics`.
-
-    prompts: {"input_ids": [...]} or {"text": "..."} objects. phase labels the result
-    (baseline | after | rollback | check). save_as: where to write the measurement as JSON
-    (0600), relative to the state dir (e.g. backups/<deploy_id>/gate-baseline.json); read_as:
-    a stored measurement to return beside it (the `gate` command's recorded baseline).
-    """
-
-    server_url: str
-    prompts: List[Dict[str, Any]]
-    phase: str = "after"
-    max_new_tokens: int = 32
-    warmup_requests: int = 2
-    rounds: int = 3
-    request_timeout_s: float = 60.0
-    load_requests: int = 0
-    concurrency: int = 4
-    bake_s: float = 0.0
-    health_url: Optional[str] = None
-    health_every_s: float = 2.0
-    metrics: bool = False
-    save_as: Optional[str] = None
-    read_as: Optional[str] = None
 
 
 OP_ARGS: Dict[str, Type[Record]] = {
