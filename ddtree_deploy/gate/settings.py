@@ -68,6 +68,11 @@ class GateConfig(BaseModel):
                     f"metrics rule {rule!r}: expected 'NAME{{labels}} OP NUMBER' or "
                     "'delta(NAME{labels}) OP NUMBER', OP one of == != < <= > >="
                 )
+            # the labels too, as the gate will read them (here, not at the import: the
+            # parser imports prometheus_client, which only a gate needs)
+            from ddtree_deploy.gate.metrics import parse_rule
+
+            parse_rule(rule)
         return value
 
     def over(self, base: GateConfig | None) -> GateConfig:

@@ -52,6 +52,7 @@ def test_resolve_fills_the_built_in_defaults():
     [
         ({"greedy_match": "fuzzy"}, "greedy_match 'fuzzy'"),
         ({"metrics": ["sglang:x ~ 1"]}, "metrics rule 'sglang:x ~ 1'"),
+        ({"metrics": ["sglang:x{a=b} == 1"]}, "sglang:x{a=b} == 1"),
         ({"max_tokens_per_s_regression": 1.5}, "max_tokens_per_s_regression"),
         ({"mode": "sometimes"}, "gate.mode"),
         ({"bake": 3}, "unknown key 'gate.bake'"),
