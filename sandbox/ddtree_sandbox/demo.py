@@ -3,12 +3,15 @@
 Starts two real sshd hosts, each with the real sglang 0.5.13.post1 and a REAL sglang server
 (`python -m sglang.launch_server`, the tiny fp32 target built locally, CPU) serving DFLASH.
 Then the actual CLI: hosts check -> plan ddtree@1.1.0
-(code + the DDTREE flags) -> push (the servers restart with DDTREE and the lossless gate
-compares their greedy output with the target's own, token for token) -> status -> push of
-a broken ddtree@1.1.1 whose tree mask is dropped: it imports, compiles and starts fine, and
-only the lossless gate catches it, so the hosts roll back by themselves -> rollback of
-1.1.0 (DFLASH again, the old flags byte for byte) -> status. Every step is a real
-`ddtree-deploy` process.
+(code + the DDTREE flags) -> push with the serving gate (the old DFLASH servers' baseline is
+measured first; the servers restart with DDTREE, the lossless gate compares their greedy
+output with the target's own, token for token, and the serving gate compares tokens/s,
+accept length and greedy text with the baseline) -> status -> push of a broken
+ddtree@1.1.1 whose tree mask is dropped: it imports, compiles and starts fine, and only the
+lossless gate catches it, so the hosts roll back by themselves -> push of a slow
+ddtree@1.1.6 (same text, a sleep in verify): only the serving gate's baseline comparison
+catches it -> rollback of 1.1.0 (DFLASH again, the old flags byte for byte) -> status.
+Every step is a real `ddtree-deploy` process.
 """
 
 from __future__ import annotations
@@ -20,16 +23,18 @@ from pathlib import Path
 
 from ddtree_deploy.patchset import default_patchsets_dir
 from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
+from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset
 from ddtree_sandbox.hosts import start_sandbox
 
 
 def build_demo_patchsets(workdir: Path) -> Path:
     """workdir/patchsets with the shipped ddtree 1.1.0 (from the checkout holding the current
-    directory, or $DDTREE_DEPLOY_PATCHSETS) and a broken 1.1.1 that still locks."""
+    directory, or $DDTREE_DEPLOY_PATCHSETS), a broken 1.1.1 and a slow 1.1.6 that still lock."""
     root = workdir / "patchsets" / "ddtree"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(default_patchsets_dir() / "ddtree" / "1.1.0", root / "1.1.0")
     build_broken_patchset(root / "1.1.0", root.parent, "mask")
+    build_gate_patchset(root / "1.1.0", root.parent, "slow")
     return root.parent
 
 
@@ -55,7 +60,7 @@ def run_demo(workdir: Path, hosts: int = 2) -> int:
     patchsets = build_demo_patchsets(workdir)
     common = ["-i", str(sandbox.inventory_path)]
     pdir = ["--patchsets-dir", str(patchsets)]
-    broken = VARIANTS["mask"]
+    broken, slow = VARIANTS["mask"], GATE_VARIANTS["slow"]
     results = [
         step("facts of every host", ["hosts", "check", "--all", *common, *pdir], 0),
         step(
@@ -64,8 +69,9 @@ def run_demo(workdir: Path, hosts: int = 2) -> int:
             0,
         ),
         step(
-            "push DDTree 1.1.0: install, smoke, restart with DDTREE, lossless + accept length",
-            ["push", "--all", "-p", "ddtree@1.1.0", *common, *pdir],
+            "push DDTree 1.1.0: baseline of the DFLASH servers, install, smoke, restart with "
+            "DDTREE, lossless + accept length, then the serving gate against the baseline",
+            ["push", "--all", "-p", "ddtree@1.1.0", "--gate", "quick", *common, *pdir],
             0,
         ),
         step(
@@ -78,6 +84,12 @@ def run_demo(workdir: Path, hosts: int = 2) -> int:
             1,
         ),
         step("still at 1.1.0", ["status", "--all", "-p", "ddtree@1.1.0", *common, *pdir], 0),
+        step(
+            f"push a slow {slow.version} ({slow.what}): lossless, so only the serving gate's "
+            "tokens/s against the 1.1.0 baseline catches it; hosts roll back",
+            ["push", "--all", "-p", f"ddtree@{slow.version}", "--gate", "quick", *common, *pdir],
+            1,
+        ),
         step(
             "roll back 1.1.0: pristine sglang and the old DFLASH flags, byte for byte",
             ["rollback", "--all", *common],

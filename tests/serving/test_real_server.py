@@ -5,151 +5,31 @@ Host tests: two real sshd sandbox hosts, each with the real sglang 0.5.13.post1 
 `python -m sglang.launch_server` on a tiny model built locally (CPU, fp32; sandbox/models.py),
 first serving DFLASH. host0 serves the target, host1 the control target (zero LM head: every
 draft is right, so accept length shows multi-token acceptance). The tests run in order on
-the same hosts (module scope): each one leaves them as it found them.
+the same hosts (conftest.py, shared with test_gate.py): each one leaves them as it found them.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
-import tomllib
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
-from ddtree_sandbox.hosts import SERVE_FILE_NAME, SERVICE_PORT
-from ddtree_sandbox.inventory_file import render_toml
+from ddtree_sandbox.broken import VARIANTS
+from ddtree_sandbox.hosts import SERVICE_PORT
 from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
-from tests.support import REPO, run_cli
+from tests.serving.serving import (
+    DDTREE_110,
+    checks,
+    get_json,
+    listener_cmdline,
+    server_suites,
+    summary,
+)
+from tests.support import run_cli
 
 pytestmark = pytest.mark.hosts
-DDTREE_110 = REPO / "patchsets" / "ddtree" / "1.1.0"
-
-
-@dataclass
-class Serving:
-    sandbox: object
-    patchsets: Path
-    workdir: Path
-    pristine_serve: dict[str, bytes]
-    pristine_tree: dict[str, dict[str, str]]
-    runs: int = 0
-
-    def host(self, name: str):
-        return self.sandbox.host(name)
-
-    def inventory(self, budget: int | None = None, **smoke: object) -> Path:
-        """The sandbox inventory; with `budget`, every host's DDTree budget overridden; with
-        `smoke` keys, those set for every host."""
-        if budget is None and not smoke:
-            return self.sandbox.inventory_path
-        data = tomllib.loads(self.sandbox.inventory_path.read_text())
-        for table in data["hosts"].values():
-            if budget is not None:
-                table["serve"]["args"] += ["--speculative-ddtree-budget", str(budget)]
-            table["smoke"].update(smoke)
-        self.runs += 1
-        path = self.workdir / f"inventory-{self.runs:02d}.toml"
-        path.write_text(render_toml(data))
-        return path
-
-    def cli(self, *args: str, budget: int | None = None, **smoke: object):
-        extra = ["-i", str(self.inventory(budget, **smoke))]
-        if args[0] in ("push", "plan", "smoke", "status"):
-            extra += ["--patchsets-dir", str(self.patchsets)]
-        done = run_cli(*args, *extra, timeout=900)
-        self.runs += 1  # every command's output stays beside the sandbox, for a failed test
-        log = self.workdir / f"cli-{self.runs:02d}-{args[0]}.log"
-        log.write_text(f"$ {' '.join(args)}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def serve_file(self, name: str) -> bytes:
-        return (self.host(name).service_dir_on_disk / SERVE_FILE_NAME).read_bytes()
-
-
-@pytest.fixture(scope="module")
-def serving(base_env, tmp_path_factory):
-    from ddtree_sandbox import start_sandbox
-
-    workdir = tmp_path_factory.mktemp("serving")
-    sandbox = start_sandbox(
-        workdir / "sandbox",
-        2,
-        first_octet=None,
-        base_env=base_env,
-        service="sglang",
-        models=["target", "control"],
-    )
-    patchsets = workdir / "patchsets"
-    shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
-    for variant in VARIANTS:
-        build_broken_patchset(DDTREE_110, patchsets, variant)
-    names = [h.name for h in sandbox.hosts]
-    state = Serving(
-        sandbox,
-        patchsets,
-        workdir,
-        pristine_serve={},
-        pristine_tree={},
-    )
-    for name in names:
-        state.pristine_serve[name] = state.serve_file(name)
-        state.pristine_tree[name] = sandbox.host(name).tree_digest()
-    yield state
-    sandbox.stop()
-
-
-def get_json(host, path: str) -> dict:
-    with urllib.request.urlopen(f"http://{host.address}:{SERVICE_PORT}{path}", timeout=30) as r:
-        return json.loads(r.read())
-
-
-def listener_cmdline(address: str, port: int) -> str:
-    """The command line of the process listening on address:port (from /proc/net/tcp)."""
-    octets = address.split(".")
-    local = "".join(f"{int(o):02X}" for o in reversed(octets)) + f":{port:04X}"
-    inode = None
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[1] == local and fields[3] == "0A":  # 0A: LISTEN
-            inode = fields[9]
-    assert inode, f"nothing listens on {address}:{port}"
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fds = [fd.readlink() for fd in (proc / "fd").iterdir()]
-        except OSError:
-            continue
-        if Path(f"socket:[{inode}]") in fds:
-            return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    raise AssertionError(f"no process holds the socket of {address}:{port}")
-
-
-def events(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-
-
-def server_suites(stdout: str, stage: str = "verify", suite: str = "server") -> dict[str, dict]:
-    """host -> the result of `suite` the push reported at `stage`."""
-    found = {}
-    for e in events(stdout):
-        data = e.get("data") or {}
-        if e["stage"] == stage and e["event"] == "info" and data.get("suite") == suite:
-            found[e["host"]] = data
-    return found
-
-
-def checks(suite: dict) -> dict[str, dict]:
-    return {c["name"]: c for c in suite["checks"]}
-
-
-def summary(stdout: str) -> dict[str, dict]:
-    return {e["host"]: e for e in events(stdout) if e["stage"] == "summary"}
 
 
 def test_pristine_hosts_serve_dflash_from_a_real_launch_server(serving):

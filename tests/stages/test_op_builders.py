@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from ddtree_deploy.agent.host import wire
+from ddtree_deploy.gate.settings import GateConfig, resolve
 from ddtree_deploy.inventory.models import Host, ServiceSpec
 from ddtree_deploy.patchset.models import ServeConfig
 from ddtree_deploy.stages import op_builders as ops
+from ddtree_deploy.stages.gate_plan import gate_op
 from tests.agent.test_ops_bundle import prepared
 
 
@@ -31,6 +33,7 @@ def test_every_builder_sends_arguments_the_agent_reads():
         *[op for _, op in ops.service_ops(host)],
         ops.restore_op("d1"),
         ops.prune_op(3),
+        gate_op(host, resolve(GateConfig(bake_s=5), ({"text": "hi"},)), "after", load=True),
     ]
     typed = {op.op: op.typed_args() for op in built}
     assert set(typed) == set(wire.OP_ARGS)
@@ -44,3 +47,8 @@ def test_every_builder_sends_arguments_the_agent_reads():
     assert typed["smoke"].support == {"_suite.py": ""}
     assert [s.name for s in typed["smoke"].suites] == ["integrity"]
     assert ops.service_ops(Host(name="n", address="b")) == []
+    gate = typed["gate_measure"]
+    assert (
+        gate.bake_s == 5 and gate.load_requests == 32 and gate.health_url == host.service.health_url
+    )
+    assert gate.prompts == [{"text": "hi"}] and gate.server_url == "http://127.0.0.1:30000"
