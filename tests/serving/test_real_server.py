@@ -22,6 +22,7 @@ from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
 from tests.serving.serving import (
     DDTREE_110,
     checks,
+    events,
     get_json,
     listener_cmdline,
     server_suites,
@@ -205,9 +206,15 @@ def test_a_plain_server_records_the_reference_before_the_restart(base_env, tmp_p
         shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
         norefs = without_references(patchsets)
         common = ["-i", str(sandbox.inventory_path)]
-        pushed = run_cli("push", "--all", "-p", "ddtree@1.1.0", "--json", *common,
-                         "--patchsets-dir", str(norefs), timeout=900)  # fmt: skip
+        pushed = run_cli("push", "--all", "-p", "ddtree@1.1.0", "--json", "--gate", "quick",
+                         *common, "--patchsets-dir", str(norefs), timeout=900)  # fmt: skip
         assert pushed.returncode == 0, pushed.stderr[-4000:]
+        # the serving gate against a plain (no speculation) baseline: DDTREE accepts more
+        # than one token a step, greedy text identical
+        gate = {e["data"]["gate"]["name"]: e["data"]["gate"] for e in events(pushed.stdout)
+                if e["stage"] == "canary" and (e.get("data") or {}).get("gate")}  # fmt: skip
+        assert all(c["passed"] for c in gate.values()), gate
+        assert gate["accept_length_ratio"]["baseline"].startswith("1.00 (no speculation)")
         recorded = checks(server_suites(pushed.stdout, "reference")["host0"])["reference"]
         assert recorded["detail"].startswith("recorded 8 prompts × 64 tokens")
         verified = checks(server_suites(pushed.stdout)["host0"])
