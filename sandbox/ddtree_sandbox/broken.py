@@ -19,6 +19,7 @@ the push's local gate accepts it; only a gate that watches real decoding can cat
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,16 +79,34 @@ def build_broken_patchset(source: Path, out_base: Path, variant: str) -> str:
     from ddtree_deploy.patchset import load_patchset, write_lock
 
     bug = VARIANTS[variant]
-    root = out_base / "ddtree" / bug.version
+    root = copy_with_edits(source, out_base, bug.version, [(bug.rel, bug.old, bug.new)], variant)
+    write_lock(load_patchset(root))
+    return f"ddtree@{bug.version}"
+
+
+def copy_with_edits(
+    source: Path,
+    out_base: Path,
+    version: str,
+    edits: Sequence[tuple[str, str, str]],
+    variant: str,
+) -> Path:
+    """Copy the patchset at ``source`` to ``out_base/ddtree/<version>``, re-versioned, with
+    each ``(rel, old, new)`` of ``edits`` applied in order; return the copy's dir (unlocked).
+
+    Raises ValueError when an ``old`` text is not in its file exactly once (``variant``
+    names the variant in the message).
+    """
+    root = out_base / "ddtree" / version
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(source, root, ignore=shutil.ignore_patterns("*.lock.json", "__pycache__"))
     spec = root / "patchset.toml"
     text = spec.read_text()
-    spec.write_text(text.replace('version = "1.1.0"', f'version = "{bug.version}"', 1))
-    target = root / bug.rel
-    code = target.read_text()
-    if code.count(bug.old) != 1:
-        raise ValueError(f"{target}: the text variant {variant!r} breaks is not there once")
-    target.write_text(code.replace(bug.old, bug.new))
-    write_lock(load_patchset(root))
-    return f"ddtree@{bug.version}"
+    spec.write_text(text.replace('version = "1.1.0"', f'version = "{version}"', 1))
+    for rel, old, new in edits:
+        target = root / rel
+        code = target.read_text()
+        if code.count(old) != 1:
+            raise ValueError(f"{target}: the text variant {variant!r} changes is not there once")
+        target.write_text(code.replace(old, new))
+    return root

@@ -79,6 +79,10 @@ def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = 
         # An idle scheduler otherwise polls its sockets in a busy loop, one core at 100%:
         # with two cores and two hosts that halves everything else's speed.
         "--sleep-on-idle",
+        # GET /metrics (Prometheus text, sglang:* names): what a serving gate watches over a
+        # bake period (requests, aborts, queue, accept length). Needs prometheus_client in
+        # the host env (requirements-sglang-*.txt).
+        "--enable-metrics",
     ]  # fmt: skip
 
 

@@ -1,0 +1,124 @@
+"""DDTree versions for the serving gate (issue #20): each one imports, starts, serves and
+passes the push's one-shot `server` suite on host0's target, and only a gate that compares
+the restarted server with its own baseline (the old server's numbers) can catch it.
+
+Each is ddtree 1.1.0 with a few text edits, re-versioned and re-locked, like broken.py:
+
+- ``clamp``: every tree is built with budget 1 whatever the flag says: still lossless, but
+  the control target's accept length drops from 4.0 (DFLASH, 1.1.0) to 2.0 (caught by the
+  gate's accept-length comparison; on the control target the push's `acceptance` check
+  also fails it, through the control reference's own floor of 3.0).
+- ``slow``: verify sleeps 20 ms per step: same tokens, about 2.8x fewer tokens/s than 1.1.0
+  on the sandbox target (caught by the gate's tokens/s comparison).
+- ``greedy``: the tree mask of broken.py's ``mask``, and no [lossless] table (no references),
+  so the push compares no outputs: greedy output differs from the old server's (caught by
+  the gate's greedy-output comparison).
+- ``hang``: serves the first N distinct requests that reach verify (N from
+  ``$DDTREE_GATE_HANG_AFTER``, default 40), then blocks the scheduler for good: the push's
+  17 requests pass, later ones never answer (caught by the gate's errors/timeouts under load
+  over the bake period).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddtree_sandbox.broken import SPECULATIVE, VARIANTS, copy_with_edits
+
+INFO = f"{SPECULATIVE}/ddtree_info.py"
+HANG_AFTER_ENV = "DDTREE_GATE_HANG_AFTER"
+HANG_AFTER_DEFAULT = 40
+SLOW_VERIFY_S = 0.02
+
+# Anchors in ddtree_info.py of 1.1.0, each there once.
+_IMPORTS = "import logging\n"
+_VERIFY_BODY = "        tree = self.tree\n        posterior = self._target_tokens("
+_VERIFY_CLASS = "@dataclass\nclass DDTreeVerifyInput("
+
+_HANG_HELPER = f'''_GATE_FIXTURE_SEEN_RIDS: set[str] = set()
+
+
+def _gate_fixture_hang(reqs: list[Any]) -> None:
+    """Gate fixture `hang`: once more than N distinct requests reached verify, block forever."""
+    _GATE_FIXTURE_SEEN_RIDS.update(str(req.rid) for req in reqs)
+    limit = int(os.environ.get("{HANG_AFTER_ENV}", "{HANG_AFTER_DEFAULT}"))
+    if len(_GATE_FIXTURE_SEEN_RIDS) > limit:
+        logger.warning("gate fixture hang: request %d reached verify, blocking", limit + 1)
+        while True:
+            time.sleep(3600)
+
+
+'''
+
+
+@dataclass(frozen=True)
+class GateVariant:
+    """One gate fixture: ``edits`` as ``(rel, old, new)``; ``drop_lossless`` also removes
+    [lossless] and the reference files (the push then compares no outputs)."""
+
+    version: str
+    edits: tuple[tuple[str, str, str], ...]
+    what: str
+    drop_lossless: bool = False
+
+
+_MASK = VARIANTS["mask"]
+
+GATE_VARIANTS: dict[str, GateVariant] = {
+    "clamp": GateVariant(
+        "1.1.5",
+        ((INFO, "build_ddtree_tree_from_logits(logits[b], budget)",
+          "build_ddtree_tree_from_logits(logits[b], 1)"),),
+        "tree budget clamped to 1 node: lossless, accept length <= 2.0",
+    ),
+    "slow": GateVariant(
+        "1.1.6",
+        ((INFO, _IMPORTS, "import logging\nimport time\n"),
+         (INFO, _VERIFY_BODY, f"        time.sleep({SLOW_VERIFY_S})\n{_VERIFY_BODY}")),
+        f"verify sleeps {SLOW_VERIFY_S * 1000:.0f} ms a step: fewer tokens/s",
+    ),
+    "greedy": GateVariant(
+        "1.1.7",
+        ((_MASK.rel, _MASK.old, _MASK.new),),
+        "tree mask dropped and no [lossless]: greedy output changes, unchecked by the push",
+        drop_lossless=True,
+    ),
+    "hang": GateVariant(
+        "1.1.8",
+        ((INFO, _IMPORTS, "import logging\nimport os\nimport time\n"),
+         (INFO, _VERIFY_CLASS, _HANG_HELPER + _VERIFY_CLASS),
+         (INFO, _VERIFY_BODY, f"        _gate_fixture_hang(batch.reqs)\n{_VERIFY_BODY}")),
+        f"the scheduler blocks for good after {HANG_AFTER_DEFAULT} requests",
+    ),
+}  # fmt: skip
+
+
+def build_gate_patchset(source: Path, out_base: Path, variant: str) -> str:
+    """Copy ddtree 1.1.0 at ``source`` to ``out_base/ddtree/<version>`` as gate fixture
+    ``variant``, lock it, and return its ref (``ddtree@1.1.x``).
+
+    Raises ValueError when a text to change is not in the source exactly once.
+    """
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
+    fixture = GATE_VARIANTS[variant]
+    root = copy_with_edits(source, out_base, fixture.version, fixture.edits, variant)
+    if fixture.drop_lossless:
+        drop_lossless(root / "patchset.toml", variant)
+        shutil.rmtree(root / "reference", ignore_errors=True)
+    write_lock(load_patchset(root))
+    return f"ddtree@{fixture.version}"
+
+
+def drop_lossless(spec_path: Path, variant: str) -> None:
+    """Cut the [lossless] table (the last one, with the comment block above it) from
+    ``spec_path``. Raises ValueError when it is not there once or not last."""
+    text = spec_path.read_text()
+    table = "\n[lossless]\n"
+    if text.count(table) != 1 or text.count("\n[", text.index(table) + 1) != 0:
+        raise ValueError(f"{spec_path}: no single last [lossless] table for {variant!r}")
+    start = text.index(table)
+    comment = text.rfind("\n\n", 0, start)  # the comment block sits right above the table
+    spec_path.write_text(text[: comment if comment != -1 else start].rstrip("\n") + "\n")
