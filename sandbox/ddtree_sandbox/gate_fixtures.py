@@ -14,8 +14,9 @@ Each is ddtree 1.1.0 with a few text edits, re-versioned and re-locked, like bro
   so the push compares no outputs: greedy output differs from the old server's (caught by
   the gate's greedy-output comparison).
 - ``hang``: serves the first N distinct requests that reach verify (N from
-  ``$DDTREE_GATE_HANG_AFTER``, default 40), then blocks the scheduler for good: the push's
-  17 requests pass, later ones never answer (caught by the gate's errors/timeouts under load
+  ``$DDTREE_GATE_HANG_AFTER``, default 60), then blocks the scheduler for good: the push's
+  17 verify requests and the gate's warm-up and replay (2 + 3 x 8) pass, the load's never
+  answer (caught by the gate's errors/timeouts under load
   over the bake period).
 """
 
@@ -29,7 +30,7 @@ from ddtree_sandbox.broken import SPECULATIVE, VARIANTS, copy_with_edits
 
 INFO = f"{SPECULATIVE}/ddtree_info.py"
 HANG_AFTER_ENV = "DDTREE_GATE_HANG_AFTER"
-HANG_AFTER_DEFAULT = 40
+HANG_AFTER_DEFAULT = 60
 SLOW_VERIFY_S = 0.02
 
 # Anchors in ddtree_info.py of 1.1.0, each there once.
@@ -72,6 +73,7 @@ GATE_VARIANTS: dict[str, GateVariant] = {
         ((INFO, "build_ddtree_tree_from_logits(logits[b], budget)",
           "build_ddtree_tree_from_logits(logits[b], 1)"),),
         "tree budget clamped to 1 node: lossless, accept length <= 2.0",
+        drop_lossless=True,
     ),
     "slow": GateVariant(
         "1.1.6",
