@@ -1,6 +1,11 @@
-"""How noisy is the serving gate on this machine? N pushes of the good ddtree 1.1.0 over
-the DFLASH baseline, each with the full gate at the built-in default thresholds, then a
+"""How noisy is the serving gate on this machine? N pushes of a good patchset over the
+DFLASH servers, each with the full gate at the built-in default thresholds, then a
 rollback; every check's verdict and the numbers behind it are recorded.
+
+The patchset is ddtree 1.0.0 by default: it installs DDTree's code but no server flags, so
+the restarted server serves DFLASH as before and any difference the gate sees is noise (an
+A/A comparison through a real push and restart). `--patchset ddtree@1.1.0` measures the
+good patch that changes the algorithm (slower than DFLASH on CPU: docs/gate.md).
 
 Usage: ``python bench/gate_noise.py [--runs 10] [--workdir /tmp/ddtree-gate-noise]``
 (root: sandbox hosts need it; about 2.5 min a run). Writes bench/gate_noise.json and
@@ -73,6 +78,7 @@ def numbers(stdout: str) -> dict[str, dict]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--patchset", default="ddtree@1.0.0")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ddtree-gate-noise"))
     args = parser.parse_args()
     from ddtree_sandbox import start_sandbox
@@ -81,7 +87,11 @@ def main() -> int:
                             models=["target", "control"])  # fmt: skip
     try:
         data = tomllib.loads(sandbox.inventory_path.read_text())
-        data.setdefault("defaults", {})["gate"] = GATE
+        # the prompts of ddtree 1.1.0's [lossless] (1.0.0 has none of its own)
+        spec = tomllib.loads((REPO / "patchsets/ddtree/1.1.0/patchset.toml").read_text())
+        prompts = args.workdir / "gate-prompts.jsonl"
+        prompts.write_text("".join(json.dumps(p) + "\n" for p in spec["lossless"]["prompts"]))
+        data.setdefault("defaults", {})["gate"] = {**GATE, "prompts": str(prompts)}
         inventory = args.workdir / "inventory.toml"
         inventory.write_text(render_toml(data))
         common = ["-i", str(inventory), "--patchsets-dir", str(REPO / "patchsets")]
@@ -89,7 +99,7 @@ def main() -> int:
         for number in range(args.runs):
             load = os.getloadavg()[0]
             started = time.monotonic()
-            pushed = cli("push", "--all", "-p", "ddtree@1.1.0", "--gate", "full", "--json",
+            pushed = cli("push", "--all", "-p", args.patchset, "--gate", "full", "--json",
                          *common)  # fmt: skip
             wall = time.monotonic() - started
             back = cli("rollback", "--all", "-i", str(inventory))
@@ -104,7 +114,8 @@ def main() -> int:
             runs.append(run)
             print(json.dumps(run), flush=True)
         out = REPO / "bench" / "gate_noise.json"
-        out.write_text(json.dumps({"gate": GATE, "runs": runs}, indent=1) + "\n")
+        record = {"patchset": args.patchset, "gate": GATE, "runs": runs}
+        out.write_text(json.dumps(record, indent=1) + "\n")
         print(f"wrote {out}", file=sys.stderr)
         return 0 if all(r["exit"] == 0 for r in runs) else 1
     finally:

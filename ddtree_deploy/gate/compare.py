@@ -27,6 +27,9 @@ One GateCheck per rule, in this order:
   server's /metrics text before and after its run; metrics_error is quoted when the text is
   missing, and a rule that does not parse fails with the reason.
 
+Before them, only when the two replayed different prompts or max_new_tokens (both
+recorded): a failed `same_replay` check (their numbers cannot be compared).
+
 Ratios and the regression are compared with a 1e-9 slack, so a value exactly at its limit
 passes despite float rounding.
 """
@@ -120,7 +123,26 @@ def compare(
     if new.load is not None:
         checks.append(_health(new.load))
     checks.extend(_metrics(baseline, new, rule) for rule in thresholds.metrics)
-    return [c for c in checks if only is None or c.name in only]
+    checks = [c for c in checks if only is None or c.name in only]
+    mismatch = _same_replay(baseline, new)
+    return checks if mismatch is None else [mismatch, *checks]
+
+
+def _same_replay(baseline: GateMeasurement, new: GateMeasurement) -> GateCheck | None:
+    """A failed `same_replay` check when the two replayed different prompts or lengths
+    (their numbers cannot be compared), else None. Measurements that do not record what
+    they replayed (prompts []) are taken as comparable."""
+    if not baseline.prompts or not new.prompts:
+        return None
+    if baseline.prompts == new.prompts and baseline.max_new_tokens == new.max_new_tokens:
+        return None
+    shown_base = f"{len(baseline.prompts)} prompts x {baseline.max_new_tokens} tokens"
+    shown_new = f"{len(new.prompts)} prompts x {new.max_new_tokens} tokens"
+    detail = (
+        f"the baseline replayed other prompts or lengths ({shown_base}) than now "
+        f"({shown_new}): the numbers cannot be compared"
+    )
+    return GateCheck("same_replay", False, shown_base, shown_new, "the same replay", detail)
 
 
 def describe_failures(checks: list[GateCheck]) -> str:

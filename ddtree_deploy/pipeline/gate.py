@@ -3,13 +3,14 @@
 Read-only on the server's code: the agent replays the gate's prompts (and with `full`, the
 load and bake) and the controller compares with a baseline: by default the measurement the
 host's last committed push saved after its restart (backups/<deploy>/gate-after.json),
-else a file given with --baseline.
+else a file given with --baseline. Without prompts of its own (no -p, none in the
+inventory) it replays the baseline's, as long and as many.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ddtree_deploy.agent.host.record import WireError
@@ -50,11 +51,21 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
     failed, exit 1), REFUSED (no baseline, no prompts: exit 2)."""
     host = run.host
     try:
-        settings = plan_gate(host, prepared, opts.mode) or plan_gate(host, prepared, "full")
         baseline = read_baseline(opts.baseline, host.name) if opts.baseline else None
+        # without prompts of its own, the gate replays what its baseline replayed
+        need = baseline is not None and not baseline.prompts
+        settings = plan_gate(host, prepared, opts.mode, need) or plan_gate(
+            host, prepared, "full", need
+        )
     except ValueError as exc:
         return run.result(Outcome.REFUSED, str(exc))
     assert settings is not None  # plan_gate with a mode other than off returns settings
+    if not settings.prompts and baseline is not None:
+        settings = replace(
+            settings,
+            prompts=tuple(baseline.prompts),
+            max_new_tokens=baseline.max_new_tokens or settings.max_new_tokens,
+        )
     read_as, origin = None, f"--baseline {opts.baseline}"
     if baseline is None:
         found = read_facts(run, prepared, Stage.CHECK)

@@ -15,13 +15,17 @@ AFTER_FILE = "gate-after.json"  # in backups/<deploy_id>/: the new server, after
 
 
 def plan_gate(
-    host: Host, prepared: PreparedPatchset | None, mode: GateMode | None
+    host: Host,
+    prepared: PreparedPatchset | None,
+    mode: GateMode | None,
+    need_prompts: bool = True,
 ) -> GateSettings | None:
     """Return the gate settings for `host`, or None when no gate runs there.
 
     The host's [gate] (inventory) goes over the patchset's; `mode` is the command line's
     `--gate` (None: not given). Without --gate the gate runs only where a [gate] table
-    says so. Raises ValueError naming the host when a gate runs without prompts.
+    says so. Raises ValueError naming the host when a gate runs without prompts, unless
+    not `need_prompts` (the `gate` command replays its baseline's own prompts).
     """
     tables = [t for t in (prepared.gate if prepared else None, host.gate) if t is not None]
     if mode == "off" or (mode is None and not tables):
@@ -30,7 +34,7 @@ def plan_gate(
     for table in tables:
         config = table.over(config)
     prompts = host.gate_prompts or (prepared.gate_prompts if prepared else ())
-    if not prompts:
+    if not prompts and need_prompts:
         raise ValueError(
             f"host {host.name!r}: the serving gate has no prompts: give `prompts` (a JSONL "
             "file) in [gate] of the patchset or the inventory, or [lossless] prompts"

@@ -13,6 +13,23 @@ SANDBOX_GROUP = "sandbox"
 SERVICE_READY_TIMEOUT_S = 60
 # A real sglang server on 2 busy cores starts in 11-25 s (torch import, model load, warmup).
 REAL_SERVICE_READY_TIMEOUT_S = 240
+# The serving gate of real-server sandboxes (docs/gate.md): off unless a push asks for it
+# (--gate quick|full), sized for tiny CPU servers (a replay of 3 rounds x 8 prompts x 32
+# tokens takes ~5 s), and allowing DDTree's known CPU cost: on the 4-layer target DDTree
+# 1.1.0 serves ~18% fewer tokens/s than DFLASH (a 9-wide tree verify and a Python tree
+# builder per step buy 0.09 more accepted tokens), which a GPU's wide verify does not pay.
+# A user whose hardware makes a patch trade speed for something else sets the same key.
+REAL_SERVER_GATE: dict[str, Any] = {
+    "mode": "off",
+    "max_new_tokens": 32,
+    "rounds": 3,
+    "warmup_requests": 2,
+    "requests": 32,
+    "concurrency": 4,
+    "bake_s": 8,
+    "request_timeout_s": 10,
+    "max_tokens_per_s_regression": 0.5,
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,8 @@ def build_inventory(
     )
     ordered_defaults = {key: defaults[key] for key in _DEFAULT_ORDER if key in defaults}
     ordered_defaults["service"] = shared_service
+    if real:
+        ordered_defaults["gate"] = dict(REAL_SERVER_GATE)
     return {"defaults": ordered_defaults, "hosts": per_host}
 
 

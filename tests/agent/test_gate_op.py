@@ -318,3 +318,14 @@ def test_the_bundle_measures_on_python_38(oldest_host, fake):
     assert got.load is not None and got.load.errors == 2 and got.load.requests == 3
     assert got.load.first_error == f"POST {fake.url}/generate: timed out after 0.5s"
     assert got.metrics_before == METRICS and got.saved == str(oldest_host.state / "gate/m.json")
+
+
+def test_without_prompts_the_stored_baselines_are_replayed(tmp_path, fake):
+    rel = "backups/d1/gate-after.json"
+    got = measure(tmp_path, fake, rounds=1, save_as=rel, max_new_tokens=7)
+    assert got.prompts == PROMPTS and got.max_new_tokens == 7
+    again = measure(tmp_path, fake, rounds=1, phase="check", read_as=rel, prompts=[])
+    assert again.prompts == PROMPTS and again.max_new_tokens == 7
+    assert again.replay.outputs == got.replay.outputs
+    with pytest.raises(wire.OpFailed, match="no stored measurement holds any"):
+        measure(tmp_path, fake, rounds=1, prompts=[])

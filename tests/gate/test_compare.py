@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ddtree_deploy.agent.host.wire_results import GateMeasurement, LoadStats, ReplayStats
@@ -477,3 +479,15 @@ def test_gate_check_to_dict():
         "limit": "every prompt equal",
         "detail": "4/4 prompts match (exact)",
     }
+
+
+def test_replays_of_other_prompts_or_lengths_cannot_be_compared():
+    base = dataclasses.replace(measured(), prompts=[{"text": "a"}], max_new_tokens=32)
+    same = compare(base, dataclasses.replace(base), Thresholds())
+    assert "same_replay" not in [c.name for c in same]
+    for other in ({"prompts": [{"text": "b"}]}, {"max_new_tokens": 64}):
+        checks = compare(base, dataclasses.replace(base, **other), Thresholds())
+        assert checks[0].name == "same_replay" and not checks[0].passed
+        assert "cannot be compared" in checks[0].detail
+    unrecorded = dataclasses.replace(base, prompts=[])  # an older measurement: comparable
+    assert "same_replay" not in [c.name for c in compare(unrecorded, base, Thresholds())]

@@ -37,7 +37,7 @@ class Serving:
         self, budget: int | None = None, gate: dict[str, Any] | None = None, **smoke: object
     ) -> Path:
         """The sandbox inventory; with `budget`, every host's DDTree budget overridden; with
-        `gate`, it as [defaults.gate]; with `smoke` keys, those set for every host."""
+        `gate`, those keys in [defaults.gate]; with `smoke` keys, those set for every host."""
         if budget is None and gate is None and not smoke:
             return self.sandbox.inventory_path
         data = tomllib.loads(self.sandbox.inventory_path.read_text())
@@ -45,8 +45,9 @@ class Serving:
             if budget is not None:
                 table["serve"]["args"] += ["--speculative-ddtree-budget", str(budget)]
             table["smoke"].update(smoke)
-        if gate is not None:
-            data.setdefault("defaults", {})["gate"] = gate
+        if gate is not None:  # over the sandbox's own [defaults.gate], key by key
+            defaults = data.setdefault("defaults", {})
+            defaults["gate"] = {**defaults.get("gate", {}), **gate}
         self.runs += 1
         path = self.workdir / f"inventory-{self.runs:02d}.toml"
         path.write_text(render_toml(data))

@@ -22,14 +22,20 @@ def op_gate_measure(ctx, args):
     """Measure the server at args.server_url; return GateMeasurement (see GateArgs).
 
     The paths save_as and read_as are checked and the stored measurement read before any
-    request. Raises OpFailed(bad_args) without prompts or with a concurrency below 1,
+    request. Without prompts, those of the stored measurement are replayed (with its
+    max_new_tokens). Raises OpFailed(bad_args) without prompts or with a concurrency below 1,
     OpFailed(unsafe_path) for a path that leaves the state dir, OpFailed(backup_unreadable)
     for a stored measurement that is not a JSON object, OpFailed(state_dir_unwritable) when
     save_as cannot be written (the measurement is the failure's data).
     """
-    _check_args(args)
     save_path = _state_path(ctx, "save_as", args.save_as) if args.save_as else None
     stored = _read_stored(_state_path(ctx, "read_as", args.read_as)) if args.read_as else None
+    if not args.prompts and stored:  # replay what the stored baseline replayed
+        stored_args = {"prompts": stored.get("prompts") or []}
+        if stored.get("max_new_tokens"):
+            stored_args["max_new_tokens"] = stored["max_new_tokens"]
+        args = dataclasses.replace(args, **stored_args)
+    _check_args(args)
     base = args.server_url.rstrip("/")
     opener = gate_http.build_opener()
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -60,6 +66,8 @@ def op_gate_measure(ctx, args):
         metrics_after=metrics_after,
         metrics_error=error_before or error_after,
         saved=os.path.abspath(save_path) if save_path else None,
+        prompts=list(args.prompts),
+        max_new_tokens=args.max_new_tokens,
     )
     if save_path:
         data = json.dumps(measurement.to_dict(), sort_keys=True).encode()
@@ -75,7 +83,11 @@ def op_gate_measure(ctx, args):
 def _check_args(args):
     """Raise OpFailed(bad_args) for arguments no measurement can use (a controller bug)."""
     if not args.prompts or not all(isinstance(p, dict) for p in args.prompts):
-        raise OpFailed(Code.BAD_ARGS, "gate_measure: prompts must be a non-empty list of objects")
+        raise OpFailed(
+            Code.BAD_ARGS,
+            "gate_measure: prompts must be a non-empty list of objects (none given, and no "
+            "stored measurement holds any)",
+        )
     if args.concurrency < 1:
         raise OpFailed(Code.BAD_ARGS, "gate_measure: concurrency %r < 1" % args.concurrency)
     if args.health_url and args.health_every_s <= 0:

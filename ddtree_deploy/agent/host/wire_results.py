@@ -175,7 +175,9 @@ class GateMeasurement(Record):
     check): when, where, the algorithm /server_info reported (None: no speculation or no
     answer), the replay, the load (None for a quick gate), /metrics text before and after
     (None when not asked or not served; metrics_error says why). saved: the path it was
-    written to on the host; stored: the measurement read from read_as (a dict), if asked."""
+    written to on the host; stored: the measurement read from read_as (a dict), if asked.
+    prompts and max_new_tokens: what was replayed (a later comparison must replay the same;
+    empty/0 in a measurement written before they were recorded)."""
 
     NESTED = (("replay", ReplayStats, "one"), ("load", LoadStats, "one"))
     OMIT_IF_NONE = ("stored",)
@@ -190,3 +192,5 @@ class GateMeasurement(Record):
     metrics_error: Optional[str]
     saved: Optional[str]
     stored: Optional[Dict[str, Any]] = None
+    prompts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    max_new_tokens: int = 0
