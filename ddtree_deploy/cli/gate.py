@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ddtree_deploy.pipeline import GateOptions, HostRun, gate_host
 from ddtree_deploy.results import HostResult
@@ -23,7 +24,7 @@ def gate(
     run: RunContext,
     patchset: Annotated[
         str | None,
-        typer.Option("--patchset", "-p", help="Its [gate] defaults and prompts apply too."),
+        typer.Option("--patchset", "-p", help=escape("Its [gate] defaults and prompts apply too.")),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,

@@ -63,9 +63,11 @@ GateModeOpt = Annotated[
     GateChoice | None,
     typer.Option(
         "--gate",
-        help="The serving gate: off, quick (replay the prompts, compare with the old "
-        "server's baseline) or full (replay + sustained load + bake). Default: as the "
-        "patchset's/inventory's [gate] says (off without one).",
+        help=escape(
+            "The serving gate: off, quick (replay the prompts, compare with the old "
+            "server's baseline) or full (replay + sustained load + bake). Default: as the "
+            "patchset's/inventory's [gate] says (off without one)."
+        ),
     ),
 ]
 

@@ -22,7 +22,9 @@ Each is ddtree 1.1.0 with a few text edits, re-versioned and re-locked, like bro
 
 from __future__ import annotations
 
+import json
 import shutil
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +101,8 @@ GATE_VARIANTS: dict[str, GateVariant] = {
 
 def build_gate_patchset(source: Path, out_base: Path, variant: str) -> str:
     """Copy ddtree 1.1.0 at ``source`` to ``out_base/ddtree/<version>`` as gate fixture
-    ``variant``, lock it, and return its ref (``ddtree@1.1.x``).
+    ``variant``, lock it, and return its ref (``ddtree@1.1.x``). A variant without
+    [lossless] ships its prompts as the gate's own (``gate/prompts.jsonl``, [gate] prompts).
 
     Raises ValueError when a text to change is not in the source exactly once.
     """
@@ -107,9 +110,25 @@ def build_gate_patchset(source: Path, out_base: Path, variant: str) -> str:
 
     fixture = GATE_VARIANTS[variant]
     root = copy_with_edits(source, out_base, fixture.version, fixture.edits, variant)
+    # The gate is what these exist to test: the install-time suites that import the code in
+    # fresh processes (imports, ddtree, gpu: ~45 s a push on 2 cores) are proven by 1.1.0's
+    # own tests, so the fixtures keep integrity and compile (and `server` after the restart).
+    spec_path = root / "patchset.toml"
+    spec_text = spec_path.read_text()
+    suites_line = 'suites = ["integrity", "compile", "imports", "ddtree", "gpu"]'
+    if spec_text.count(suites_line) != 1:
+        raise ValueError(f"{spec_path}: no single {suites_line!r} for {variant!r}")
+    spec_path.write_text(spec_text.replace(suites_line, 'suites = ["integrity", "compile"]'))
     if fixture.drop_lossless:
+        # the lossless prompts become the gate's own prompts file ([gate] prompts, locked)
+        spec = tomllib.loads((root / "patchset.toml").read_text())
+        prompts = "".join(json.dumps(p) + "\n" for p in spec["lossless"]["prompts"])
         drop_lossless(root / "patchset.toml", variant)
         shutil.rmtree(root / "reference", ignore_errors=True)
+        (root / "gate").mkdir()
+        (root / "gate" / "prompts.jsonl").write_text(prompts)
+        with (root / "patchset.toml").open("a") as spec_file:
+            spec_file.write('\n[gate]\nprompts = "gate/prompts.jsonl"\n')
     write_lock(load_patchset(root))
     return f"ddtree@{fixture.version}"
 

@@ -48,7 +48,8 @@ def test_every_gate_fixture_builds_from_110_and_passes_the_local_gate(tmp_path, 
     check_sources(patchset)  # push's local gate
     verify_patchset(patchset)  # `patchset verify`: re-materialised from the wheel, compiled
     edited = {rel for rel, _, _ in fixture.edits}
-    assert changed_files(patchset.root) == edited | {"patchset.toml"}
+    prompts = {"gate/prompts.jsonl"} if fixture.drop_lossless else set()
+    assert changed_files(patchset.root) == edited | {"patchset.toml"} | prompts
     assert patchset.spec.serve == load_patchset(DDTREE_110).spec.serve
 
 
@@ -65,7 +66,10 @@ def test_greedy_has_the_mask_bug_and_nothing_the_push_compares_outputs_with(tmp_
     root = tmp_path / "ddtree" / GATE_VARIANTS["greedy"].version
     patchset = load_patchset(root)
     assert patchset.spec.lossless is None
-    assert patchset.require_lock().references == {}
+    # its prompts are the gate's own now, locked like the references were
+    assert patchset.require_lock().references.keys() == {"gate/prompts.jsonl"}
+    assert patchset.spec.gate is not None and patchset.spec.gate.prompts == "gate/prompts.jsonl"
+    assert len((root / "gate" / "prompts.jsonl").read_text().splitlines()) == 8
     assert not (root / "reference").exists()
     assert "[smoke]" in (root / "patchset.toml").read_text()
     mask = VARIANTS["mask"]
