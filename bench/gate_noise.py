@@ -92,6 +92,9 @@ def main() -> int:
         prompts = args.workdir / "gate-prompts.jsonl"
         prompts.write_text("".join(json.dumps(p) + "\n" for p in spec["lossless"]["prompts"]))
         data.setdefault("defaults", {})["gate"] = {**GATE, "prompts": str(prompts)}
+        if args.patchset.startswith("ddtree@1.0."):  # no [serve]: the servers stay DFLASH
+            for table in data["hosts"].values():
+                table.setdefault("smoke", {})["expected_algorithm"] = "DFLASH"
         inventory = args.workdir / "inventory.toml"
         inventory.write_text(render_toml(data))
         common = ["-i", str(inventory), "--patchsets-dir", str(REPO / "patchsets")]
@@ -103,6 +106,8 @@ def main() -> int:
                          *common)  # fmt: skip
             wall = time.monotonic() - started
             back = cli("rollback", "--all", "-i", str(inventory))
+            if pushed.returncode != 0:  # keep what the summary said
+                (args.workdir / f"run-{number + 1}.err").write_text(pushed.stderr)
             run = {
                 "run": number + 1,
                 "exit": pushed.returncode,

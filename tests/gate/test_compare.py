@@ -159,6 +159,14 @@ def test_a_noisy_baseline_widens_the_tolerance():
     assert not check("tokens_per_s", measured((100.0,)), measured((85.0,))).passed
 
 
+def test_a_noisy_new_measurement_widens_it_too():
+    """Rounds of the new server spread 20% (another host's load on the same CPU): the same
+    15% drop is within what this pair can resolve; a steady 15% drop is not."""
+    steady = measured((100.0, 100.0, 100.0))
+    assert check("tokens_per_s", steady, measured((75.0, 85.0, 95.0))).passed
+    assert not check("tokens_per_s", steady, measured((85.0, 85.0, 85.0))).passed
+
+
 def test_a_2x_slowdown_fails_through_a_20_percent_band():
     found = check("tokens_per_s", measured((90.0, 100.0, 110.0)), measured((50.0, 50.0, 50.0)))
     assert not found.passed
