@@ -42,6 +42,7 @@ class GateConfig(BaseModel):
     rounds: int | None = Field(default=None, ge=1)
     bake_s: float | None = Field(default=None, ge=0)
     request_timeout_s: float | None = Field(default=None, gt=0)
+    retries: int | None = Field(default=None, ge=0)
     max_tokens_per_s_regression: float | None = Field(default=None, ge=0, lt=1)
     min_accept_length_ratio: float | None = Field(default=None, ge=0)
     greedy_match: str | None = None
@@ -108,6 +109,7 @@ class GateSettings:
     rounds: int = 3
     bake_s: float = 30.0
     request_timeout_s: float = 60.0
+    retries: int = 2  # re-measures a failed speed check gets (pipeline/push_gate.py)
     thresholds: Thresholds = field(default_factory=Thresholds)
 
     @property
@@ -131,6 +133,7 @@ _MEASURE_KEYS = (
     "rounds",
     "bake_s",
     "request_timeout_s",
+    "retries",
 )
 
 

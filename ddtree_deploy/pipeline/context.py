@@ -128,6 +128,15 @@ class HostRun:
                 self.release_lock()
             return unreachable_result(self, exc)
 
+    def ask_quietly(self, steps: Sequence[Step]) -> AgentResponse | None:
+        """Send `steps` without stage events (a stage still running asks the host again);
+        None when the transport broke (the stage's own end says what happened)."""
+        request = AgentRequest(state_dir=self.host.state_dir, ops=[op for _, op in steps])
+        try:
+            return self.transport.call(request)
+        except TransportError:
+            return None
+
     def try_call(self, steps: Sequence[Step]) -> AgentResponse | None:
         """Best effort: the host's answer, or None when the transport broke (events say so)."""
         try:

@@ -20,7 +20,12 @@ from ddtree_deploy.gate.compare import compare, describe_failures
 from ddtree_deploy.gate.settings import GateMode
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
-from ddtree_deploy.pipeline.push_gate import describe_measurement, report_checks, unusable
+from ddtree_deploy.pipeline.push_gate import (
+    describe_measurement,
+    recheck_speed,
+    report_checks,
+    unusable,
+)
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages.gate_plan import AFTER_FILE, backup_file, gate_op, plan_gate
@@ -99,7 +104,9 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
     if problem is not None:
         run.recorder.fail(Stage.CANARY, f"baseline unusable: {problem}")
         return run.result(Outcome.REFUSED, f"{origin}: baseline unusable: {problem}")
-    checks = report_checks(run, Stage.CANARY, compare(baseline, measured, settings.thresholds))
+    checks = compare(baseline, measured, settings.thresholds)
+    checks = recheck_speed(run, settings, baseline, checks, Stage.CANARY)
+    checks = report_checks(run, Stage.CANARY, checks)
     broken = describe_failures(checks)
     details = {
         "gate": {
