@@ -6,9 +6,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset
 
 from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
+from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset
 from tests.serving.serving import DDTREE_110, Serving
 
 
