@@ -9,8 +9,7 @@ good patch that changes the algorithm (slower than DFLASH on CPU: docs/gate.md).
 
 Usage: ``python bench/gate_noise.py [--runs 10] [--workdir /tmp/ddtree-gate-noise]``
 (root: sandbox hosts need it; about 2.5 min a run). Writes bench/gate_noise.json and
-prints the table docs/gate.md quotes. The gate settings are those of
-tests/serving/test_gate.py (3 rounds x 8 prompts x 32 tokens, 32+ requests over an 8 s bake).
+prints the table docs/gate.md quotes.
 """
 
 from __future__ import annotations
@@ -30,16 +29,14 @@ sys.path.insert(0, str(REPO))
 
 from ddtree_deploy.agent.host.wire_results import ReplayStats  # noqa: E402
 from ddtree_deploy.gate.compare import noise_band, p95, round_throughputs  # noqa: E402
-from ddtree_sandbox.inventory_file import render_toml  # noqa: E402
+from ddtree_sandbox.inventory_file import REAL_SERVER_GATE, render_toml  # noqa: E402
 
+# The sandbox's sizing (3 rounds x 8 prompts x 32 tokens, 32+ requests over an 8 s bake),
+# with its mode and its CPU allowance for DDTree's speed left out: the built-in defaults.
 GATE = {
-    "max_new_tokens": 32,
-    "rounds": 3,
-    "warmup_requests": 2,
-    "requests": 32,
-    "concurrency": 4,
-    "bake_s": 8,
-    "request_timeout_s": 10,
+    key: value
+    for key, value in REAL_SERVER_GATE.items()
+    if key not in ("mode", "max_tokens_per_s_regression")
 }
 
 
