@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from ddtree_sandbox.broken import VARIANTS
 from ddtree_sandbox.hosts import SERVICE_PORT
+from ddtree_sandbox.inventory_file import render_toml
 from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
 from tests.serving.serving import (
     DDTREE_110,
@@ -205,7 +207,14 @@ def test_a_plain_server_records_the_reference_before_the_restart(base_env, tmp_p
         patchsets = workdir / "patchsets"
         shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
         norefs = without_references(patchsets)
-        common = ["-i", str(sandbox.inventory_path)]
+        # On this CPU DDTREE serves about half the tokens/s of plain decoding (measured
+        # 333 -> 159 on the target: docs/gate.md); this host allows that, as a user would
+        # for hardware where the patch trades speed on purpose.
+        inventory = tomllib.loads(sandbox.inventory_path.read_text())
+        inventory["defaults"]["gate"]["max_tokens_per_s_regression"] = 0.75
+        allowing = workdir / "inventory.toml"
+        allowing.write_text(render_toml(inventory))
+        common = ["-i", str(allowing)]
         pushed = run_cli("push", "--all", "-p", "ddtree@1.1.0", "--json", "--gate", "quick",
                          *common, "--patchsets-dir", str(norefs), timeout=900)  # fmt: skip
         assert pushed.returncode == 0, pushed.stderr[-4000:]
