@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 GateMode = Literal["off", "quick", "full"]
 
-_GREEDY = re.compile(r"^(exact|prefix:[1-9][0-9]*|ratio:(0(\.[0-9]+)?|1(\.0+)?))$")
 # One metrics rule: `NAME{label="v",...} OP NUMBER` or `delta(NAME{...}) OP NUMBER`, where
 # delta is the change over the gate's run (after minus before); samples matching the name
 # and labels are summed. metrics.py parses the /metrics text with prometheus_client.
@@ -53,11 +52,16 @@ class GateConfig(BaseModel):
     @field_validator("greedy_match")
     @classmethod
     def _greedy(cls, value: str | None) -> str | None:
-        if value is not None and not _GREEDY.match(value):
+        from ddtree_deploy.gate.greedy import parse_mode  # the one reading of the modes
+
+        try:
+            if value is not None:
+                parse_mode(value)
+        except ValueError:
             raise ValueError(
                 f"greedy_match {value!r}: expected 'exact', 'prefix:N' (N >= 1) or 'ratio:x' "
                 "(0 <= x <= 1)"
-            )
+            ) from None
         return value
 
     @field_validator("metrics")
