@@ -143,14 +143,14 @@ def _build_host(name: str, data: dict[str, Any], source: str) -> Host:
 
 
 def _check_unique_addresses(hosts: dict[str, Host], source: str) -> None:
-    seen: dict[tuple[str, int], str] = {}
+    """Two hosts may share an SSH endpoint only as different containers on it."""
+    seen: dict[tuple[str, int | None, str | None], str] = {}
     for host in hosts.values():
         if host.transport != "ssh":
             continue
-        key = (host.address, host.port)
+        key = (host.address, host.port, host.container)
         if key in seen:
             raise InventoryError(
-                f"{source}: host {host.name!r}: duplicate of host {seen[key]!r} "
-                f"({host.address}:{host.port})"
+                f"{source}: host {host.name!r}: duplicate of host {seen[key]!r} ({host.label})"
             )
         seen[key] = host.name

@@ -103,6 +103,10 @@ class SmokeSpec(_Strict):
     lossless: bool = True
     lossless_prompts: list[LosslessPrompt] | None = None
     prompt: str = "The capital of France is"
+    # The server's --api-key, read ON THE HOST by the agent (never sent to the controller):
+    # a file path (first line) or the name of an environment variable of the agent.
+    api_key_file: str | None = None
+    api_key_env: str | None = None
     max_new_tokens: int = Field(default=16, ge=1)
     timeout_s: float = Field(default=60.0, gt=0)
 
@@ -113,11 +117,22 @@ class Host(_Strict):
     name: str
     address: str = Field(min_length=1)
     transport: Literal["ssh", "local"] = "ssh"
-    user: str = "root"
-    port: int = Field(default=22, ge=1, le=65535)
+    # Unset user/port: ~/.ssh/config's User/Port win, else the local user and 22 (as ssh).
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    # Jump host(s): an inventory host name or [user@]host[:port]; "a,b" chains (ProxyJump form).
+    jump: str | None = None
+    keepalive_s: float = Field(default=15.0, ge=0)  # SSH keepalive; 0 turns it off
     python: str = "/usr/bin/python3"
     identity_file: str | None = None
     known_hosts: str | None = None
+    # Run the agent (and so every service command) as become_user through `sudo -n`.
+    become: Literal["sudo"] | None = None
+    become_user: str = "root"
+    # The agent runs inside this container (`RUNTIME exec -i NAME PYTHON`); python is the
+    # container's.
+    container: str | None = None
+    container_runtime: Literal["docker", "podman"] = "docker"
     state_dir: str = DEFAULT_STATE_DIR
     groups: tuple[str, ...] = ()
     gpus: int = Field(default=0, ge=0)
@@ -142,7 +157,11 @@ class Host(_Strict):
 
     @property
     def label(self) -> str:
-        return f"{self.user}@{self.address}:{self.port}"
+        """user@address:port as far as the inventory says (ssh_config may fill the rest)."""
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        where = f"{user}{self.address}{port}"
+        return f"{where} [{self.container}]" if self.container else where
 
 
 class Inventory(_Strict):

@@ -208,10 +208,11 @@ def test_a_plain_server_records_the_reference_before_the_restart(base_env, tmp_p
         shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
         norefs = without_references(patchsets)
         # On this CPU DDTREE serves about half the tokens/s of plain decoding (measured
-        # 333 -> 159 on the target: docs/gate.md); this host allows that, as a user would
-        # for hardware where the patch trades speed on purpose.
+        # 333 -> 159 on the target, p95 latency x2.1: docs/gate.md); this host allows that,
+        # as a user would for hardware where the patch trades speed on purpose.
         inventory = tomllib.loads(sandbox.inventory_path.read_text())
         inventory["defaults"]["gate"]["max_tokens_per_s_regression"] = 0.75
+        inventory["defaults"]["gate"]["max_p95_latency_ratio"] = 4.0
         allowing = workdir / "inventory.toml"
         allowing.write_text(render_toml(inventory))
         common = ["-i", str(allowing)]
