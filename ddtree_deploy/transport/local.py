@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
-from ddtree_deploy.agent import agent_command, packed_agent
+from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.errors import ConnectError, TransportError
 from ddtree_deploy.transport.base import Transport
+from ddtree_deploy.transport.launch import agent_argv
 
 
 class LocalTransport(Transport):
@@ -16,7 +17,7 @@ class LocalTransport(Transport):
         self.stats.sessions += 1
         try:
             done = subprocess.run(
-                agent_command(self.host.python),
+                agent_argv(self.host),
                 input=packed_agent() + payload,
                 capture_output=True,
                 timeout=3600,

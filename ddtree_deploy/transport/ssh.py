@@ -18,11 +18,12 @@ from pathlib import Path
 import paramiko
 from fabric import Connection
 
-from ddtree_deploy.agent import agent_shell_line, packed_agent
+from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.agent.host.wire import END
 from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport
+from ddtree_deploy.transport.launch import agent_line
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 END_LINE = END.encode()
@@ -109,7 +110,7 @@ class SSHTransport(Transport):
         if transport is None:  # Paramiko's type allows it; a connected client always has one
             raise TransportError(self.host.name, "connection lost: no SSH transport")
         channel = transport.open_session()
-        channel.exec_command(agent_shell_line(self.host.python))
+        channel.exec_command(agent_line(self.host))
         channel.sendall(packed_agent())
         self.stats.sessions += 1
         return channel, channel.makefile("rb")
