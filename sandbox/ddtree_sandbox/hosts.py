@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +51,7 @@ from ddtree_sandbox.service import (
 from ddtree_sandbox.serving import SERVE_ENV
 from ddtree_sandbox.sshd import (
     SSHD,
+    SshdSpec,
     format_known_hosts_line,
     generate_keypair,
     launch_sshd,
@@ -169,6 +170,7 @@ def start_sandbox(
     models: Sequence[str] | None = None,
     initial_algorithm: str | None = "DFLASH",
     start_services: bool | None = None,
+    customize: Callable[[SandboxHost, SshdSpec], SshdSpec] | None = None,
 ) -> Sandbox:
     """Start ``count`` hosts under ``workdir`` and write ``workdir/inventory.toml``.
 
@@ -180,6 +182,8 @@ def start_sandbox(
 
     Host i listens on 127.0.0.(``first_octet``+i); ``first_octet=None`` picks the first block
     of free addresses from .11 up (what tests use, so parallel sandboxes never collide).
+    ``customize`` may change each host's sshd spec before launch (extra config lines, bind
+    mounts, a network namespace: topology tests).
     Leftovers of an earlier sandbox in ``workdir`` are stopped and replaced. Raises
     RuntimeError if an address is taken or an sshd does not come up (everything started is
     stopped first).
@@ -257,6 +261,8 @@ def start_sandbox(
                     json.dumps({"host": host.address, **DEFAULT_STUB_CONFIG}, indent=2) + "\n"
                 )
             specs = [host.sshd_spec(authorized_keys) for host in hosts]
+            if customize is not None:
+                specs = [customize(h, spec) for h, spec in zip(hosts, specs, strict=True)]
             sandbox._procs.extend(launch_sshd(spec) for spec in specs)
             for spec, proc in zip(specs, sandbox._procs, strict=True):
                 wait_sshd_ready(spec, proc, ready_timeout_s)

@@ -29,6 +29,12 @@ class SshdSpec:
     port: int
     authorized_keys: Path
     namespaced: bool
+    # Hooks for topology tests (start_sandbox's ``customize``): more sshd_config lines,
+    # more bind mounts (controller path -> host path, after HOST_MOUNTS; namespaced only), and
+    # a network namespace (``ip netns`` name) to run sshd in.
+    extra_config: tuple[str, ...] = ()
+    extra_binds: tuple[tuple[str, str], ...] = ()
+    netns: str | None = None
 
     @property
     def config_file(self) -> Path:
@@ -79,6 +85,7 @@ def render_sshd_config(spec: SshdSpec) -> str:
         "MaxStartups 200:30:400",
         "MaxSessions 100",
         "Subsystem sftp internal-sftp",
+        *spec.extra_config,
     ]
     return "\n".join(lines) + "\n"
 
@@ -91,14 +98,17 @@ def build_launch_command(spec: SshdSpec) -> list[str]:
     the launcher's pid and every login on this host sees the same paths a real host has.
     """
     sshd = [str(SSHD), "-D", "-f", str(spec.config_file), "-E", str(spec.log_file)]
+    netns = ["ip", "netns", "exec", spec.netns] if spec.netns else []
     if not spec.namespaced:
-        return sshd
+        return [*netns, *sshd]
+    mounts = [(str(spec.hostdir / rel), target) for rel, target in HOST_MOUNTS]
     binds = [
-        f"mount --bind {shlex.quote(str(spec.hostdir / rel))} {shlex.quote(target)}"
-        for rel, target in HOST_MOUNTS
+        f"mount --bind {shlex.quote(source)} {shlex.quote(target)}"
+        for source, target in [*mounts, *spec.extra_binds]
     ]
     script = " && ".join([*binds, "exec " + shlex.join(sshd)])
-    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script]
+    unshare = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script]
+    return [*netns, *unshare]
 
 
 def launch_sshd(spec: SshdSpec) -> subprocess.Popen[bytes]:
