@@ -3,8 +3,11 @@ DFlash worker's DDTree tensor logic agree between CUDA and CPU.
 
 Run by the host's python as `python gpu.py`, beside `_suite.py`, with a JSON object on
 stdin ({"site_packages": ..., "options": {"gpus": N}}, may be empty). Prints exactly one
-JSON line (`_suite.Suite`). Without CUDA (or with options.gpus == 0) it reports skipped,
-never passed, and exits 0; otherwise it exits 0 when every check passed, else 1.
+JSON line (`_suite.Suite`). On a host declared without GPUs (options.gpus == 0), or one that
+declares nothing and has no CUDA, it reports skipped, never passed, and exits 0. A host
+declared WITH GPUs (gpus > 0) where CUDA is not usable, or shows fewer devices than declared,
+fails (`cuda_usable`): a broken GPU host must not pass as "skipped". Otherwise it exits 0 when
+every check passed, else 1.
 """
 
 from __future__ import annotations
@@ -201,10 +204,34 @@ def check_worker_logic_matches(wu: ModuleType, utils: ModuleType, device: torch.
     )
 
 
+def cuda_usable(declared: int) -> tuple[bool, str]:
+    """Whether CUDA works here as the inventory says (``declared`` GPUs): the detail names
+    what is missing (a CPU-only torch build, no device, fewer devices than declared)."""
+    if torch.version.cuda is None:
+        return False, (
+            f"host declares gpus = {declared} but torch {torch.__version__} is a CPU-only build"
+        )
+    if not torch.cuda.is_available():
+        return False, (
+            f"host declares gpus = {declared} but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda}: no driver or no device)"
+        )
+    seen = torch.cuda.device_count()
+    if seen < declared:
+        return False, f"host declares gpus = {declared} but CUDA sees {seen}"
+    return True, f"{seen} CUDA device(s): {torch.cuda.get_device_name(0)}"
+
+
 def run_suite(suite: Suite) -> None:
-    """Skip without a GPU; else compare the host's (patched) DDTree code on CUDA and CPU."""
-    if (suite.input.get("options") or {}).get("gpus") == 0 or not torch.cuda.is_available():
+    """Skip on a host without GPUs; fail a declared GPU host whose CUDA is not usable; else
+    compare the host's (patched) DDTree code on CUDA and CPU."""
+    declared = (suite.input.get("options") or {}).get("gpus")
+    if declared == 0 or (declared is None and not torch.cuda.is_available()):
         suite.finish(skipped_reason="skipped: no GPU")
+    if declared:
+        usable = suite.run("cuda_usable", lambda: cuda_usable(int(declared)))
+        if not usable:
+            suite.finish()
     if suite.input.get("site_packages"):
         sys.path.insert(0, suite.input["site_packages"])
     from sglang.srt.speculative import ddtree_utils

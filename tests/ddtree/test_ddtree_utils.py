@@ -406,3 +406,19 @@ def test_gpu_script_skips_without_gpu() -> None:
     result = json.loads(lines[0])
     assert result == {**result, "suite": "gpu", "passed": False, "skipped": True}
     assert result["details"] == "skipped: no GPU"
+
+
+def test_gpu_script_skips_when_the_host_declares_nothing_and_has_no_cuda() -> None:
+    code, lines = run_script("gpu.py", json.dumps({"options": {}}))
+    result = json.loads(lines[0])
+    assert code == 0 and result["skipped"] and result["details"] == "skipped: no GPU"
+
+
+def test_gpu_script_fails_a_declared_gpu_host_without_usable_cuda() -> None:
+    """gpus = 2 in the inventory but this machine's torch has no CUDA: the suite fails and
+    says why (it used to skip, a gate that could not fail on a broken GPU host)."""
+    code, lines = run_script("gpu.py", json.dumps({"options": {"gpus": 2}}))
+    result = json.loads(lines[0])
+    assert code == 1 and result["passed"] is False and result["skipped"] is False
+    assert [c["name"] for c in result["checks"]] == ["cuda_usable"]
+    assert "host declares gpus = 2 but" in result["details"], result["details"]
