@@ -6,12 +6,14 @@ DeployError
 │   └── PatchsetError
 └── TransportError       cannot talk to a host
     ├── ConnectError     the host was never reached: nothing ran there
-    │   └── HostKeyError unknown or changed host key
+    │   ├── HostKeyError unknown or changed host key
+    │   └── BecomeError  sudo refused to start the agent (password, denied, no sudo)
     └── AgentError       the remote agent answered something we cannot read
 """
 
 __all__ = [
     "AgentError",
+    "BecomeError",
     "ConfigError",
     "DeployError",
     "HostKeyError",
@@ -59,3 +61,17 @@ class HostKeyError(ConnectError):
 
 class AgentError(TransportError):
     """The remote agent's answer was missing or unreadable."""
+
+
+class BecomeError(ConnectError):
+    """`sudo -n` refused to start the agent, so nothing ran on the host (exit 2).
+
+    `kind` is what `hosts check` shows: "password required" (the rule wants a password,
+    which a non-interactive run never types), "denied" (no rule lets the login user run the
+    host's python as `become_user`), "unknown user" or "no sudo" (sudo is not installed).
+    The message quotes sudo's (or the shell's) own line.
+    """
+
+    def __init__(self, host: str, kind: str, message: str):
+        super().__init__(host, message)
+        self.kind = kind

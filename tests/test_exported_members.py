@@ -158,6 +158,7 @@ EXPORTED = {
     ],
     "ddtree_deploy.errors": [
         "AgentError",
+        "BecomeError",
         "ConfigError",
         "DeployError",
         "HostKeyError",

@@ -50,6 +50,15 @@ SummaryFileOpt = Annotated[
     ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show every stage start.")]
+BecomeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--become",
+        help="Run the agent (and so every service command) through `sudo -n -u "
+        'BECOME_USER` on the selected hosts, as inventory `become = "sudo"` does '
+        "(become_user: the inventory's, default root).",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -67,11 +76,13 @@ class SharedOptions:
     junit: JunitOpt = None
     summary_file: SummaryFileOpt = None
     verbose: VerboseOpt = False
+    become: BecomeOpt = False
 
 
 @dataclass(frozen=True)
 class Targets:
-    """Which hosts a command acts on: inventory, -H/-g/--all, --limit, --shard."""
+    """Which hosts a command acts on: inventory, -H/-g/--all, --limit, --shard; --become
+    turns sudo on for every one of them."""
 
     inventory: Path | None = None
     hosts: list[str] | None = None
@@ -79,13 +90,17 @@ class Targets:
     all_hosts: bool = False
     limit: str | None = None
     shard: str | None = None
+    become: bool = False
 
     def resolve(self) -> list[Host]:
-        """Selected hosts in inventory order, narrowed to --shard; raises ConfigError."""
+        """Selected hosts in inventory order, narrowed to --shard, with become = "sudo" under
+        --become; raises ConfigError."""
         inventory = load_inventory(self.inventory or default_inventory_path())
         chosen = select_hosts(inventory, self.hosts, self.groups, self.all_hosts, self.limit)
         if self.shard:
             chosen = shard_items(chosen, *parse_shard(self.shard))
+        if self.become:
+            chosen = [host.model_copy(update={"become": "sudo"}) for host in chosen]
         return chosen
 
 
@@ -110,7 +125,7 @@ class RunContext:
     def targets(self) -> Targets:
         opts = self.options
         selection = (opts.host, opts.group, opts.all_hosts, opts.limit, opts.shard)
-        return Targets(opts.inventory, *selection)
+        return Targets(opts.inventory, *selection, become=opts.become)
 
     @property
     def output(self) -> Output:

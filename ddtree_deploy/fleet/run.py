@@ -93,8 +93,9 @@ class _HostSession:
 def summarise(
     recorder: HostRecorder, result: HostResult, duration_s: float, wave: str
 ) -> HostResult:
-    """Emit the host's `summary` info event; return the result with duration and wave
-    stamped into its details (kept where they were set already)."""
+    """Emit the host's `summary` info event (with `become`: ok or sudo's refusal, when the
+    host uses it); return the result with duration and wave stamped into its details (kept
+    where they were set already)."""
     stamps = {"duration_s": round(duration_s, 3), **({"wave": wave} if wave else {})}
     result = dataclasses.replace(result, details={**stamps, **result.details})
     recorder.info(
@@ -106,6 +107,7 @@ def summarise(
             "version_now": result.version_now,
             "duration_s": result.details["duration_s"],
             "wave": wave or None,
+            **({"become": result.details["become"]} if "become" in result.details else {}),
         },
     )
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Literal
 
@@ -12,6 +13,9 @@ from ddtree_deploy.patchset.models import LosslessPrompt, ServeConfig
 
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
 DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
+# become_user: a POSIX-style login name (useradd's rule, upper case allowed, 32 chars) or
+# sudo's "#UID" form; it is passed to `sudo -u` as one argument, so it never starts with "-".
+USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|#[0-9]{1,10}")
 
 
 class _Strict(BaseModel):
@@ -153,6 +157,13 @@ class Host(_Strict):
             raise ValueError(f"must be an absolute path, got {value!r}")
         if "\x00" in value or "\n" in value:
             raise ValueError("must not contain NUL or newline")
+        return value
+
+    @field_validator("become_user")
+    @classmethod
+    def _user_name(cls, value: str) -> str:
+        if not USER_NAME.fullmatch(value):
+            raise ValueError(f"must be a user name (or #UID), got {value!r}")
         return value
 
     @property

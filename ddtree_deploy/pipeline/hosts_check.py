@@ -11,9 +11,17 @@ from ddtree_deploy.stages import PreparedPatchset
 
 def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     """Reachability and facts (python, sglang version, file hashes, disk, GPUs, lock),
-    reported as the `check` stage; OK with the facts as details."""
+    reported as the `check` stage; OK with the facts as details.
+
+    With become, details["become"] is "ok" once the agent answered through sudo (facts'
+    `user` says as whom); a refusal ends the host REFUSED with details["become"] naming
+    it: password required, denied, unknown user, no sudo (pipeline.context).
+    """
     found = read_facts(run, prepared, Stage.CHECK)
     if isinstance(found, HostResult):
         return found
     message = f"sglang {found.facts.package_version}"
-    return run.result(Outcome.OK, message, details=found.to_dict())
+    details = found.to_dict()
+    if run.host.become:
+        details["become"] = "ok"
+    return run.result(Outcome.OK, message, details=details)

@@ -20,22 +20,35 @@ def _plain(value: object) -> str:
     return escape(str(value))
 
 
+def _become_cell(details: dict[str, Any]) -> str:
+    """`become`: ok (as the facts' user) in green, a refusal in red, "-" when unused."""
+    become = details.get("become")
+    if become is None:
+        return "-"
+    if become == "ok":
+        return f"[green]ok[/] ({_plain(details.get('user') or '?')})"
+    return f"[red]{_plain(become)}[/]"
+
+
 def facts_table(results: list[HostResult]) -> Table:
-    """One row per host: python, sglang, site-packages, free space, GPUs, lock, base files."""
+    """One row per host: become, python, sglang, site-packages, free space, GPUs, lock,
+    base files."""
     table = Table(title="hosts check")
-    for col in ("host", "python", "sglang", "site-packages", "free", "gpus", "lock", "files"):
+    columns = ("host", "become", "python", "sglang", "site-packages", "free", "gpus", "lock")
+    for col in (*columns, "files"):
         table.add_column(col, overflow="fold")
     for r in results:
         f = r.details
         if "python" not in f:
             row = ("-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
-            table.add_row(_plain(r.host), *row)
+            table.add_row(_plain(r.host), _become_cell(f), *row)
             continue
         files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
         match = sum(1 for v in files.values() if v["sha256"] == v["record_sha256"])
         lock = f["lock"]["holder"] if f.get("lock") else "-"
         table.add_row(
             _plain(r.host),
+            _become_cell(f),
             _plain(f["python"]),
             _plain(f["package_version"]),
             _plain(f["site_packages"]),

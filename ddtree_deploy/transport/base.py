@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.transport.become import become_refusal
 
 
 @dataclass
@@ -29,13 +30,17 @@ class Transport(ABC):
         self.stats = TransportStats()
 
     def call(self, request: AgentRequest) -> AgentResponse:
-        """Send one request; raises TransportError/AgentError if no answer comes back."""
+        """Send one request; raises TransportError/AgentError if no answer comes back, and
+        BecomeError (nothing ran) when `sudo -n` refused to start the agent."""
         payload = encode_request(request)
         started = time.monotonic()
         stdout, stderr, exit_code = self._exec_agent(payload)
         self.stats.execs += 1
         self.stats.bytes_sent += len(payload)
         self.stats.bytes_received += len(stdout) + len(stderr)
+        refused = become_refusal(self.host, stdout, stderr)
+        if refused is not None:
+            raise refused
         response = decode_response(self.host.name, stdout, stderr, exit_code)
         response.wall_s = round(time.monotonic() - started, 4)
         return response

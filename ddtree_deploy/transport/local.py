@@ -7,6 +7,7 @@ import subprocess
 from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.errors import ConnectError, TransportError
 from ddtree_deploy.transport.base import Transport
+from ddtree_deploy.transport.become import sudo_missing
 from ddtree_deploy.transport.launch import agent_argv
 
 
@@ -23,6 +24,8 @@ class LocalTransport(Transport):
                 timeout=3600,
             )
         except OSError as exc:  # never started: nothing ran
+            if self.host.become and isinstance(exc, FileNotFoundError) and exc.filename == "sudo":
+                raise sudo_missing(self.host) from None
             raise ConnectError(self.host.name, f"cannot run {self.host.python}: {exc}") from None
         except subprocess.TimeoutExpired as exc:  # it ran, and may have done part of its work
             raise TransportError(self.host.name, f"cannot run {self.host.python}: {exc}") from None

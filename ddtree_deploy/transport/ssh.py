@@ -88,7 +88,8 @@ class SSHTransport(Transport):
             if self._session is None or self._stdout is None:
                 self._session, self._stdout = self._start_session()
             session, stdout = self._session, self._stdout
-            session.sendall(payload)
+            if not _send(session, payload):  # e.g. sudo refused: stderr says why
+                return self._end_session(session, bytearray())
             out = bytearray()
             while True:  # the answer ends with the END sentinel line
                 line = stdout.readline()
@@ -111,7 +112,7 @@ class SSHTransport(Transport):
             raise TransportError(self.host.name, "connection lost: no SSH transport")
         channel = transport.open_session()
         channel.exec_command(agent_line(self.host))
-        channel.sendall(packed_agent())
+        _send(channel, packed_agent())  # a process that already ended is read by the caller
         self.stats.sessions += 1
         return channel, channel.makefile("rb")
 
@@ -132,3 +133,18 @@ class SSHTransport(Transport):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _send(channel: paramiko.Channel, data: bytes) -> bool:
+    """Send `data` to the agent; False when its process already ended (sudo refused, the
+    python is missing) and the channel closed: what it left on stderr says why.
+
+    Raises OSError/SSHException when the link broke while the process still ran.
+    """
+    try:
+        channel.sendall(data)
+    except OSError:
+        if channel.exit_status_ready():
+            return False
+        raise
+    return True

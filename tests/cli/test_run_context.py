@@ -12,7 +12,7 @@ from ddtree_deploy.cli import RunContext, SharedOptions, app
 from ddtree_deploy.cli.command import host_command
 
 SHARED_FLAGS = {"--inventory", "--host", "--group", "--all", "--limit", "--shard", "--parallel"}
-SHARED_FLAGS |= {"--json", "--junit", "--summary-file", "--verbose"}
+SHARED_FLAGS |= {"--json", "--junit", "--summary-file", "--verbose", "--become"}
 HOST_COMMANDS = [
     ["push"],
     ["plan"],
@@ -23,6 +23,7 @@ HOST_COMMANDS = [
     ["hosts", "check"],
     ["backups", "list"],
     ["backups", "prune"],
+    ["gate"],
 ]
 
 
@@ -116,3 +117,16 @@ def test_error_line_prints_markup_verbatim(tmp_path):
     text = "".join(done.output.split("\n"))
     assert "error:" in text
     assert "out[b] [anything.lower] [/x" in text
+
+
+@pytest.mark.parametrize("args", [["--become", "show"], ["show", "--become"]])
+def test_become_turns_sudo_on_for_the_selected_hosts_only(tmp_path, args):
+    inventory = tmp_path / "inv.toml"
+    inventory.write_text(
+        '[hosts.a]\naddress = "10.0.0.1"\nbecome_user = "svc"\n[hosts.b]\naddress = "10.0.0.2"\n'
+    )
+    run = invoke_probe(*args, "-i", str(inventory), "-H", "a")
+    (host,) = run.targets.resolve()
+    assert (host.name, host.become, host.become_user) == ("a", "sudo", "svc")
+    plain = invoke_probe("show", "-i", str(inventory), "--all")
+    assert [h.become for h in plain.targets.resolve()] == [None, None]

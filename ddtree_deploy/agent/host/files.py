@@ -23,18 +23,21 @@ def fsync_dir(path):
         os.close(fd)
 
 
-def write_atomic(path, data, mode=0o644):
-    """Write `data` (bytes) to `path` with permission bits `mode`: temp file in the same
-    directory, fsync, os.replace, fsync the directory. A reader sees the old or the new
-    bytes, never a mix. Raises OSError (no temp file is left behind)."""
+def write_atomic(path, data, mode=0o644, owner=None):
+    """Write `data` (bytes) to `path` with permission bits `mode` and, when given, `owner`
+    ((uid, gid); see owner_of): temp file in the same directory, fsync, os.replace, fsync
+    the directory. A reader sees the old or the new bytes, never a mix. Directories it
+    creates take `owner` too. Raises OSError (no temp file is left behind)."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
+    make_dirs(directory, owner)
     fd, tmp = tempfile.mkstemp(prefix=".ddtree-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+            if owner is not None:  # before chmod: chown clears the set-id bits
+                _chown_if_differs(fh.fileno(), owner)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -42,6 +45,94 @@ def write_atomic(path, data, mode=0o644):
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+def owner_of(path):
+    """Return (uid, gid) a file written at `path` keeps: the file's own when it exists, else
+    its nearest existing directory's (a new file takes its directory's owner, not the
+    agent's: with become the agent runs as root). Raises OSError."""
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.stat(probe)
+    return st.st_uid, st.st_gid
+
+
+def can_own(owner):
+    """True when this process may give a file `owner` (uid, gid): root may give any; anyone
+    else only its own uid with one of its groups."""
+    uid, gid = owner
+    if os.geteuid() == 0:
+        return True
+    return uid == os.geteuid() and (gid == os.getegid() or gid in os.getgroups())
+
+
+def owner_problem(path):
+    """Return why a file written at `path` could not keep its owner (owner_of), or None."""
+    owner = owner_of(path)
+    if can_own(owner):
+        return None
+    return "%s: cannot keep its owner uid %d gid %d, the agent runs as uid %d (become?)" % (
+        path,
+        owner[0],
+        owner[1],
+        os.geteuid(),
+    )
+
+
+def check_owners(paths):
+    """Raise OpFailed(unsafe_path) naming every path whose file could not keep its owner
+    (owner_of) when this agent writes it: a non-root agent over another user's file."""
+    problems = [p for p in map(owner_problem, paths) if p]
+    if problems:
+        raise OpFailed(Code.UNSAFE_PATH, "; ".join(problems))
+
+
+def keep_owner(path, owner):
+    """Give `path` (not following a symlink) `owner` when it differs and this process
+    may; return True when it has that owner afterwards. Best effort: raises nothing."""
+    try:
+        st = os.lstat(path)
+        if (st.st_uid, st.st_gid) == tuple(owner):
+            return True
+        if not can_own(owner):
+            return False
+        os.lchown(path, owner[0], owner[1])
+        return True
+    except OSError:
+        return False
+
+
+def make_dirs(directory, owner=None):
+    """Create `directory` and its missing parents (mode 0777 less the umask), each given
+    `owner` when not None. Raises OSError."""
+    missing = []
+    probe = directory
+    while probe and not os.path.isdir(probe):
+        missing.append(probe)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+            continue
+        if owner is not None:
+            _chown_if_differs(path, owner)
+
+
+def _chown_if_differs(target, owner):
+    """chown `target` (a path or an open fd) to `owner` unless it has it. Raises OSError."""
+    st = os.stat(target)
+    if (st.st_uid, st.st_gid) != tuple(owner):
+        os.chown(target, owner[0], owner[1])
 
 
 def append_line(path, record):

@@ -5,7 +5,16 @@ import json
 import os
 import shutil
 
-from .files import check_serve_path, clear_pycache, now_utc, safe_join, write_atomic
+from .files import (
+    check_owners,
+    check_serve_path,
+    clear_pycache,
+    keep_owner,
+    now_utc,
+    owner_of,
+    safe_join,
+    write_atomic,
+)
 from .pure import apply_unified_diff, sha256_bytes, sha256_file
 from .state import deploy_states, list_backups, read_journal
 from .wire import Code, OpFailed
@@ -48,8 +57,7 @@ def _backup(ctx, args):
         with open(full, "rb") as fh:
             data = fh.read()
         write_atomic(os.path.join(root, "files", rel), data, 0o600)
-        mode = os.stat(full).st_mode & 0o7777
-        manifest["files"][rel] = {"existed": True, "sha256": sha256_bytes(data), "mode": mode}
+        manifest["files"][rel] = dict(_meta(full), existed=True, sha256=sha256_bytes(data))
     if args.serve_path:
         manifest["serve"] = _backup_serve(root, check_serve_path(args.serve_path))
     write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest).encode(), 0o600)
@@ -64,8 +72,13 @@ def _backup_serve(root, path):
     with open(path, "rb") as fh:
         data = fh.read()
     write_atomic(os.path.join(root, "serve"), data, 0o600)
-    mode = os.stat(path).st_mode & 0o7777
-    return {"path": path, "existed": True, "sha256": sha256_bytes(data), "mode": mode}
+    return dict(_meta(path), path=path, existed=True, sha256=sha256_bytes(data))
+
+
+def _meta(path):
+    """Return {mode, uid, gid} of the file at `path`: what a restore gives it back."""
+    st = os.stat(path)
+    return {"mode": st.st_mode & 0o7777, "uid": st.st_uid, "gid": st.st_gid}
 
 
 def _check_backup(ctx, deploy_id, paths, serve_path=None):
@@ -102,8 +115,10 @@ def op_install(ctx, args):
     """Compute every new file, check it against the lock, then replace the files
     atomically; return {"installed": [paths written]}.
 
-    Nothing is written unless every file computes to its result sha256. Raises OpFailed:
-    backup_corrupt, unsafe_path, drift, patch_failed, result_mismatch, verify_failed.
+    A replaced file keeps its mode, uid and gid; a new one takes its directory's owner
+    (and mode 0644). Nothing is written unless every file computes to its result sha256
+    and can keep its owner. Raises OpFailed: backup_corrupt, unsafe_path (also: an owner
+    this agent cannot give), drift, patch_failed, result_mismatch, verify_failed.
     """
     site, planned, serve = args.site_packages, [], args.serve
     if args.deploy_id:  # the backup must still be good before the first write
@@ -117,9 +132,11 @@ def op_install(ctx, args):
         if current != spec.base_sha256 and current not in spec.upgrade_sha256:
             raise OpFailed(Code.DRIFT, "%s: base changed since preflight" % spec.path)
         planned.append((full, spec.path, _new_bytes(full, spec)))
+    paths = [full for full, _rel, _data in planned]
+    check_owners(paths + ([check_serve_path(serve.path)] if serve else []))
     for full, _rel, data in planned:
         mode = os.stat(full).st_mode & 0o7777 if os.path.exists(full) else 0o644
-        write_atomic(full, data, mode)
+        write_atomic(full, data, mode, owner_of(full))
         clear_pycache(full)
     if serve and sha256_file(check_serve_path(serve.path)) != serve.sha256:
         data = base64.b64decode(serve.content_b64)
@@ -128,7 +145,7 @@ def op_install(ctx, args):
             raise OpFailed(Code.RESULT_MISMATCH, message)
         # A new serve file may hold an api key: owner-only unless one existed before.
         mode = os.stat(serve.path).st_mode & 0o7777 if os.path.exists(serve.path) else 0o600
-        write_atomic(serve.path, data, mode)
+        write_atomic(serve.path, data, mode, owner_of(serve.path))
         planned.append((serve.path, serve.path, data))
     wrong = [rel for full, rel, data in planned if sha256_file(full) != sha256_bytes(data)]
     if wrong:
@@ -163,9 +180,13 @@ def op_compile(ctx, args):
     for rel in args.paths:
         full = safe_join(args.site_packages, rel)
         try:
-            py_compile.compile(full, doraise=True)
+            cached = py_compile.compile(full, doraise=True)
         except py_compile.PyCompileError as exc:
             errors[rel] = str(exc.msg).strip()[-2000:]
+            continue
+        if cached:  # bytecode takes its source's owner, as if its owner had compiled it
+            keep_owner(os.path.dirname(cached), owner_of(os.path.dirname(full)))
+            keep_owner(cached, owner_of(full))
     if errors:
         raise OpFailed(Code.COMPILE_FAILED, "py_compile failed: " + ", ".join(errors), errors)
     return {"compiled": len(args.paths)}
@@ -204,10 +225,15 @@ def op_restore(ctx, args):
 
 
 def _restore_one(full, copy, info, is_module=True):
-    """Put one file back from its backup `copy` as `info` (its manifest entry) says;
-    return its state: restored, backup copy corrupt, differs from backup, error: ..."""
+    """Put one file back from its backup `copy` as `info` (its manifest entry) says, with
+    its mode, uid and gid (backups made before owners were kept: the owner it has now, or
+    its directory's); return its state: restored, backup copy corrupt, differs from backup,
+    error: ..."""
     wanted = info.get("sha256") if info["existed"] else None
+    owner = (info["uid"], info["gid"]) if "uid" in info else None
     if sha256_file(full) == wanted:
+        if wanted is not None and not _meta_matches(full, info, owner):
+            return _restore_meta(full, info, owner)
         return "restored"
     try:
         if info["existed"]:
@@ -215,7 +241,7 @@ def _restore_one(full, copy, info, is_module=True):
                 data = fh.read()
             if sha256_bytes(data) != wanted:
                 return "backup copy corrupt"
-            write_atomic(full, data, info["mode"])
+            write_atomic(full, data, info["mode"], owner or owner_of(full))
         else:
             os.unlink(full)
         if is_module:
@@ -226,6 +252,23 @@ def _restore_one(full, copy, info, is_module=True):
     except OSError as exc:
         return "error: %s" % exc
     return "restored" if sha256_file(full) == wanted else "differs from backup"
+
+
+def _meta_matches(full, info, owner):
+    """True when the file at `full` has the manifest's mode (and owner, when recorded)."""
+    st = os.stat(full)
+    return st.st_mode & 0o7777 == info["mode"] and owner in (None, (st.st_uid, st.st_gid))
+
+
+def _restore_meta(full, info, owner):
+    """Give a file whose bytes are back its recorded owner and mode; return its state."""
+    try:
+        if owner is not None:
+            os.chown(full, owner[0], owner[1])  # before chmod: chown clears set-id bits
+        os.chmod(full, info["mode"])
+    except OSError as exc:
+        return "error: %s" % exc
+    return "restored"
 
 
 def op_prune(ctx, args):

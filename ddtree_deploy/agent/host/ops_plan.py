@@ -4,12 +4,13 @@ journal that guard and record a change."""
 import base64
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
 import time
 
-from .files import append_line, check_serve_path, now_utc, safe_join
+from .files import append_line, check_owners, check_serve_path, now_utc, safe_join
 from .pure import classify_file, sha256_bytes, sha256_file
 from .state import (
     UNFINISHED,
@@ -62,7 +63,16 @@ def op_facts(ctx, args):
         deploys=deploys[-50:],
         pending=[d for d in deploys if d.get("state") in UNFINISHED],
         backups=list_backups(ctx),
+        user=_effective_user(),
     )
+
+
+def _effective_user():
+    """Return the name of the user this agent runs as, or "#UID" when it has none."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return "#%d" % os.geteuid()
 
 
 def _record_hashes(dist, wanted):
@@ -111,7 +121,8 @@ def _gpus():
 
 def op_check_plan(ctx, args):
     """Return PlanResult (state per path), or refuse before locking: locked, unfinished
-    deploy, wrong version, unsafe path, drift.
+    deploy, wrong version, unsafe path (also: a file to write whose owner this agent could
+    not keep), drift.
 
     Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
     idempotent re-push costs one round trip. Needs the facts op earlier in the request.
@@ -148,6 +159,9 @@ def op_check_plan(ctx, args):
         raise OpFailed(Code.DRIFT, message, {"files": states})
     if all(st == "unchanged" for st in states.values()):
         raise OpHalt(Code.NO_CHANGES, "already at the target result hashes", {"files": states})
+    # A file that will be written must keep its owner (the serve file's path is absolute).
+    changing = [p for p, st in states.items() if st != "unchanged"]
+    check_owners([p if p.startswith("/") else safe_join(facts.site_packages, p) for p in changing])
     return PlanResult(files=states)
 
 

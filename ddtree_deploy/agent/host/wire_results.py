@@ -82,7 +82,8 @@ class Facts(Record):
     site_packages/package_version are None when the package is not installed;
     state_dir_free_bytes is the free space (bytes) of the filesystem holding the state dir;
     lock is the lock record or None; journal_tail is the journal's last lines, deploys each
-    deploy's latest entry (pending: those still unfinished), backups the backup dirs.
+    deploy's latest entry (pending: those still unfinished), backups the backup dirs;
+    user is the user the agent runs as (become_user under become), "#UID" without a name.
     """
 
     NESTED = (("serve", ServeFound, "one"), ("files", FileFacts, "map"))
@@ -101,6 +102,7 @@ class Facts(Record):
     deploys: List[JournalEntry]
     pending: List[JournalEntry]
     backups: List[BackupEntry]
+    user: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
