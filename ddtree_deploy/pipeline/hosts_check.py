@@ -11,9 +11,12 @@ from ddtree_deploy.stages import PreparedPatchset
 
 def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     """Reachability and facts (python, sglang version, file hashes, disk, GPUs, lock),
-    reported as the `check` stage; OK with the facts as details."""
+    reported as the `check` stage; OK with the facts and the SSH route (each hop, jump
+    hosts first) as details."""
     found = read_facts(run, prepared, Stage.CHECK)
     if isinstance(found, HostResult):
         return found
-    message = f"sglang {found.facts.package_version}"
-    return run.result(Outcome.OK, message, details=found.to_dict())
+    route = run.transport.route()
+    via = f" via {' -> '.join(route[:-1])}" if len(route) > 1 else ""
+    message = f"sglang {found.facts.package_version}{via}"
+    return run.result(Outcome.OK, message, details=found.to_dict() | {"route": route})
