@@ -8,7 +8,7 @@ knows no `*`/`?`/`!` patterns, while OpenSSH accepts a key listed in ANY of its 
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -82,11 +82,17 @@ def _names_match(patterns: Iterable[str], name: str) -> bool:
         if pattern.startswith("|1|"):
             hit = paramiko.HostKeys.hash_host(name, pattern) == pattern
         else:
-            hit = fnmatch.fnmatchcase(name.lower(), pattern.lower())
+            hit = _wildcard(pattern).fullmatch(name.lower()) is not None
         if hit and negated:
             return False
         matched = matched or hit
     return matched
+
+
+def _wildcard(pattern: str) -> re.Pattern[str]:
+    """OpenSSH's patterns: `*` and `?` only (`[host]:port` brackets are literal)."""
+    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts).lower())
 
 
 def judge_key(known: Sequence[KnownKey], server_key: paramiko.PKey) -> KeyVerdict:
