@@ -239,3 +239,33 @@ def test_ssh_config_alias_user_and_port_are_used(topology):
     assert done.returncode == 0, done.stderr
     summary = next(e for e in _events(done) if e["stage"] == "summary")
     assert f"{DEPLOYER}@" not in summary["message"]  # the message names jump hosts only
+
+
+def test_every_hop_keeps_its_link_alive_and_the_first_has_nodelay(topology, monkeypatch):
+    """In process: one route (bastion, target) serves every call; keepalive is on for each
+    hop (a 15-minute health wait must not lose an idle link) and the first hop's TCP socket
+    has TCP_NODELAY."""
+    from ddtree_deploy.agent import AgentRequest, Op
+    from ddtree_deploy.inventory import load_inventory
+    from ddtree_deploy.transport import SSHTransport
+
+    topology.write_known_hosts()
+    empty = topology.workdir / "empty_ssh_config"
+    empty.write_text("")
+    monkeypatch.setenv("DDTREE_DEPLOY_SSH_CONFIG", str(empty))
+    host = load_inventory(topology.workdir / "jump.toml").hosts["target"]
+    with SSHTransport(host) as transport:
+        for _ in range(2):
+            reply = transport.call(AgentRequest(state_dir=host.state_dir, ops=[Op(op="facts")]))
+            assert reply.ok
+        assert transport.stats.connects == 1
+        net = topology.net
+        assert transport.route() == [
+            f"jump host bastion (root@{net.bastion_ip}:2222)",
+            f"host root@{net.target_ip}:2222",
+        ]
+        links = [client.get_transport() for client in transport._clients]
+        # Paramiko has no getter for the keepalive interval: read its packetizer's field.
+        assert [t.packetizer._Packetizer__keepalive_interval for t in links] == [15, 15]
+        first = links[0].sock
+        assert first.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
