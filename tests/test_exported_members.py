@@ -163,6 +163,7 @@ EXPORTED = {
         "HostKeyError",
         "InventoryError",
         "PatchsetError",
+        "RouteError",
         "TransportError",
     ],
 }
