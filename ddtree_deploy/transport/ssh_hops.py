@@ -111,9 +111,9 @@ def _tunnel(host_name: str, via: paramiko.SSHClient, via_hop: Hop, hop: Hop) -> 
 
 def _open_hop(host_name: str, hop: Hop, sock: Any) -> paramiko.SSHClient:
     """Handshake over `sock`, check the host key, authenticate; keepalive on."""
-    known = read_known_keys(hop)
+    known, files = read_known_keys(hop)
     client = paramiko.SSHClient()  # no host keys loaded: every key goes to our policy
-    client.set_missing_host_key_policy(_KnownHostsPolicy(host_name, hop, known))
+    client.set_missing_host_key_policy(_KnownHostsPolicy(host_name, hop, known, files))
     key_files = [os.path.expanduser(path) for path in hop.key_files]
     try:
         client.connect(
@@ -146,18 +146,20 @@ def _open_hop(host_name: str, hop: Hop, sock: Any) -> paramiko.SSHClient:
     return client
 
 
-def read_known_keys(hop: Hop) -> list[KnownKey]:
-    """Every key the hop's known_hosts files list for it (missing or unreadable files
-    count as empty, as OpenSSH treats them)."""
+def read_known_keys(hop: Hop) -> tuple[list[KnownKey], list[str]]:
+    """Every key the hop's known_hosts files list for it, and the files read (missing or
+    unreadable files count as empty, as OpenSSH treats them)."""
     known: list[KnownKey] = []
+    read: list[str] = []
     for name in hop.known_hosts_files:
         path = Path(os.path.expanduser(name))
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        read.append(str(path))
         known += find_known_keys(text, str(path), hop.known_name)
-    return known
+    return known, read
 
 
 def _preferring(known: list[KnownKey]) -> Callable[..., paramiko.Transport]:
@@ -175,10 +177,11 @@ def _preferring(known: list[KnownKey]) -> Callable[..., paramiko.Transport]:
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
     """Accepts a key known_hosts lists for the hop; raises HostKeyError naming the hop."""
 
-    def __init__(self, host_name: str, hop: Hop, known: list[KnownKey]):
+    def __init__(self, host_name: str, hop: Hop, known: list[KnownKey], files: list[str]):
         self.host_name = host_name
         self.hop = hop
         self.known = known
+        self.files = files  # the known_hosts files that exist
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
@@ -188,11 +191,11 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         if verdict.status == "ok":
             return
         if verdict.status == "unknown":
-            files = ", ".join(hop.known_hosts_files) or "no known_hosts file"
+            files = ", ".join(self.files) or "none of " + ", ".join(hop.known_hosts_files)
             raise HostKeyError(
                 self.host_name,
                 f"{hop.describe}: unknown host key {offered}: {hop.known_name} is not in "
-                f"known_hosts ({files}); check the fingerprint, then add it "
+                f"known_hosts (read: {files}); check the fingerprint, then add it "
                 f"(ssh-keyscan -p {hop.port} {hop.hostname})",
             )
         expected = verdict.expected

@@ -216,7 +216,8 @@ def test_changed_bastion_key_is_refused(topology, tmp_path):
     other = " ".join(key.with_suffix(".pub").read_text().split()[:2])
     topology.write_known_hosts(bastion_line=f"[{topology.net.bastion_ip}]:2222 {other}")
     before = topology.target_state()
-    done = topology.cli("hosts", "check", "-H", "target")
+    ps = str(topology.patchsets)
+    done = topology.cli("push", "-H", "target", "--patchsets-dir", ps)
     assert done.returncode == 2, done.stderr
     assert "jump host bastion" in done.stderr and "host key CHANGED" in done.stderr
     assert topology.target_state() == before
@@ -269,3 +270,28 @@ def test_every_hop_keeps_its_link_alive_and_the_first_has_nodelay(topology, monk
         assert [t.packetizer._Packetizer__keepalive_interval for t in links] == [15, 15]
         first = links[0].sock
         assert first.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+
+
+def test_proxycommand_route_still_checks_the_target_key(topology):
+    """ssh_config ProxyCommand (OpenSSH's own `ssh -W` through the bastion) carries the link;
+    the target's key is still ours to check: listed -> ok, absent -> exit 2."""
+    sandbox, net = topology.sandbox, topology.net
+    config = topology.workdir / "proxycommand_ssh_config"
+    config.write_text(
+        f"Host gpu-via-bastion\n  HostName {net.target_ip}\n  User root\n  Port 2222\n"
+        f"  ProxyCommand ssh -i {sandbox.identity_file} -o UserKnownHostsFile={sandbox.known_hosts}"
+        f" -o StrictHostKeyChecking=yes -o BatchMode=yes -p 2222 -W %h:%p root@{net.bastion_ip}\n"
+    )
+    env = {"DDTREE_DEPLOY_SSH_CONFIG": str(config)}
+    topology.write_known_hosts()
+    done = topology.cli("hosts", "check", "-H", "target", "--json", inventory="alias.toml", **env)
+    assert done.returncode == 0, done.stderr
+    summary = next(e for e in _events(done) if e["stage"] == "summary")
+    assert "via" not in summary["message"]  # one SSH hop: the command is no hop of ours
+    path = sandbox.known_hosts
+    path.write_text(
+        "".join(line + "\n" for line in path.read_text().splitlines() if net.target_ip not in line)
+    )
+    refused = topology.cli("hosts", "check", "-H", "target", inventory="alias.toml", **env)
+    assert refused.returncode == 2, refused.stderr
+    assert f"root@{net.target_ip}:2222: unknown host key SHA256:" in refused.stderr
