@@ -134,6 +134,8 @@ def _route(
     local_user: str,
     seen: list[str],
 ) -> list[Hop]:
+    """The hops to `end`, its own last; `seen` names the elements on the way to it (a loop
+    back to one is refused). Only a chain's first element follows its own chain."""
     if end.name in seen:
         raise BadRoute(f"jump chain loops: {' -> '.join([*seen, end.name])}")
     config = lookup(end.alias)
