@@ -6,7 +6,8 @@ DeployError
 │   └── PatchsetError
 └── TransportError       cannot talk to a host
     ├── ConnectError     the host was never reached: nothing ran there
-    │   ├── HostKeyError unknown or changed host key
+    │   ├── HostKeyError unknown or changed host key (on any hop of the route)
+    │   ├── RouteError   ssh_config or a jump chain names no usable route (refused)
     │   └── BecomeError  sudo refused to start the agent (password, denied, no sudo)
     └── AgentError       the remote agent answered something we cannot read
 """
@@ -19,6 +20,7 @@ __all__ = [
     "HostKeyError",
     "InventoryError",
     "PatchsetError",
+    "RouteError",
     "TransportError",
 ]
 
@@ -57,6 +59,11 @@ class ConnectError(TransportError):
 
 class HostKeyError(ConnectError):
     """The host's key is unknown or differs from known_hosts; we never add keys silently."""
+
+
+class RouteError(ConnectError):
+    """The route to the host cannot be built: a bad ssh_config value or ProxyJump, a jump
+    chain that loops; refused before any connection, like bad inventory input."""
 
 
 class AgentError(TransportError):

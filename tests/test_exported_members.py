@@ -164,6 +164,7 @@ EXPORTED = {
         "HostKeyError",
         "InventoryError",
         "PatchsetError",
+        "RouteError",
         "TransportError",
     ],
 }

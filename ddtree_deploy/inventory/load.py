@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from ddtree_deploy.errors import InventoryError
 from ddtree_deploy.gate.prompts import read_prompts
 from ddtree_deploy.gate.settings import GateConfig
+from ddtree_deploy.inventory.jumps import check_jump_chains
 from ddtree_deploy.inventory.models import Host, Inventory
 
 ENV_VAR = "DDTREE_DEPLOY_INVENTORY"
@@ -19,6 +20,7 @@ DEFAULT_PATH = "inventories/default.toml"
 _TOP_KEYS = {"defaults", "groups", "hosts"}
 _SUBTABLES = ("service", "smoke", "serve")
 _GROUP_KEYS = {"gate"}  # what a [groups.NAME] table may set
+_LOADER_KEYS = {"jump_hosts"}  # host fields only the loader sets
 
 
 def default_inventory_path() -> Path:
@@ -61,8 +63,24 @@ def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
             raise InventoryError(f"{source}: hosts.{name} must be a table")
         host = _build_host(name, _merge(defaults, table), source)
         hosts[name] = _with_gates(host, default_gate, groups, source)
+    hosts = _with_jump_hosts(hosts, source)
     _check_unique_addresses(hosts, source)
     return Inventory(source=source, hosts=hosts)
+
+
+def _with_jump_hosts(hosts: dict[str, Host], source: str) -> dict[str, Host]:
+    """Each host with a `jump` gets the inventory hosts its chain reaches; raises
+    InventoryError for an unknown name, a bad address or a loop."""
+    try:
+        reached = check_jump_chains({name: host.jump for name, host in hosts.items()})
+    except ValueError as exc:
+        raise InventoryError(f"{source}: {exc}") from None
+    return {
+        name: host.model_copy(update={"jump_hosts": tuple(hosts[n] for n in reached[name])})
+        if name in reached
+        else host
+        for name, host in hosts.items()
+    }
 
 
 def _group_tables(raw: Any, source: str) -> dict[str, GateConfig | None]:
@@ -130,6 +148,9 @@ def _merge(defaults: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
 def _build_host(name: str, data: dict[str, Any], source: str) -> Host:
     if "address" not in data:
         raise InventoryError(f"{source}: host {name!r}: missing required key 'address'")
+    loader_set = sorted(_LOADER_KEYS & set(data))
+    if loader_set:
+        raise InventoryError(f"{source}: host {name!r}: unknown key {loader_set[0]!r}")
     try:
         return Host(name=name, **data)
     except ValidationError as exc:
@@ -143,12 +164,17 @@ def _build_host(name: str, data: dict[str, Any], source: str) -> Host:
 
 
 def _check_unique_addresses(hosts: dict[str, Host], source: str) -> None:
-    """Two hosts may share an SSH endpoint only as different containers on it."""
-    seen: dict[tuple[str, int | None, str | None], str] = {}
+    """Two hosts may share an SSH endpoint only as different containers on it.
+
+    The endpoint includes the jump chain: 10.0.0.5 behind one bastion and 10.0.0.5 behind
+    another (or reached directly) are different machines on different private networks.
+    """
+    seen: dict[tuple[str, int | None, str | None, str | None], str] = {}
     for host in hosts.values():
         if host.transport != "ssh":
             continue
-        key = (host.address, host.port, host.container)
+        jump = ",".join(part.strip() for part in host.jump.split(",")) if host.jump else None
+        key = (host.address, host.port, host.container, jump)
         if key in seen:
             raise InventoryError(
                 f"{source}: host {host.name!r}: duplicate of host {seen[key]!r} ({host.label})"

@@ -126,6 +126,9 @@ class Host(_Strict):
     port: int | None = Field(default=None, ge=1, le=65535)
     # Jump host(s): an inventory host name or [user@]host[:port]; "a,b" chains (ProxyJump form).
     jump: str | None = None
+    # The inventory hosts that `jump` reaches (their own jump_hosts empty): set by the loader,
+    # never written in an inventory; the transport builds the hop chain from them.
+    jump_hosts: tuple[Host, ...] = ()
     keepalive_s: float = Field(default=15.0, ge=0)  # SSH keepalive; 0 turns it off
     python: str = "/usr/bin/python3"
     identity_file: str | None = None

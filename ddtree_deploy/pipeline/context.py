@@ -13,7 +13,13 @@ from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.wire_results import LockRecord
-from ddtree_deploy.errors import BecomeError, ConnectError, HostKeyError, TransportError
+from ddtree_deploy.errors import (
+    BecomeError,
+    ConnectError,
+    HostKeyError,
+    RouteError,
+    TransportError,
+)
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.results import HostResult, Outcome
@@ -164,10 +170,11 @@ class HostRun:
 
 
 def unreachable_result(run: HostRun, exc: TransportError) -> HostResult:
-    """The host could not be talked to: a host key that is unknown or CHANGED, or sudo
-    refusing to start the agent (details["become"] says how), is refused config (exit 2);
-    anything else means the host needs attention (exit 3)."""
-    if isinstance(exc, HostKeyError):
+    """The host could not be talked to: a host key that is unknown or CHANGED (on any hop),
+    a route ssh_config cannot give, or sudo refusing to start the agent (details["become"]
+    says how) is refused config (exit 2); anything else means the host needs attention
+    (exit 3)."""
+    if isinstance(exc, HostKeyError | RouteError):
         return run.result(Outcome.REFUSED, f"refused: {exc}")
     if isinstance(exc, BecomeError):
         return run.result(Outcome.REFUSED, f"refused: {exc}", details={"become": exc.kind})

@@ -11,7 +11,8 @@ from ddtree_deploy.stages import PreparedPatchset
 
 def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     """Reachability and facts (python, sglang version, file hashes, disk, GPUs, lock),
-    reported as the `check` stage; OK with the facts as details.
+    reported as the `check` stage; OK with the facts and the SSH route (each hop, jump
+    hosts first) as details.
 
     With become, details["become"] is "ok" once the agent answered through sudo (facts'
     `user` says as whom); a refusal ends the host REFUSED with details["become"] naming
@@ -20,8 +21,10 @@ def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     found = read_facts(run, prepared, Stage.CHECK)
     if isinstance(found, HostResult):
         return found
-    message = f"sglang {found.facts.package_version}"
-    details = found.to_dict()
+    route = run.transport.route()
+    via = f" via {' -> '.join(route[:-1])}" if len(route) > 1 else ""
+    message = f"sglang {found.facts.package_version}{via}"
+    details = found.to_dict() | {"route": route}
     if run.host.become:
         details["become"] = "ok"
     return run.result(Outcome.OK, message, details=details)

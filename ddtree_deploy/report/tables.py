@@ -46,8 +46,10 @@ def facts_table(results: list[HostResult]) -> Table:
         files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
         match = sum(1 for v in files.values() if v["sha256"] == v["record_sha256"])
         lock = f["lock"]["holder"] if f.get("lock") else "-"
+        route = f.get("route") or []
+        via = "".join(f"\n via {_plain(hop)}" for hop in route[:-1])
         table.add_row(
-            _plain(r.host),
+            _plain(r.host) + via,
             _become_cell(f),
             _plain(f["python"]),
             _plain(f["package_version"]),

@@ -1,4 +1,4 @@
-"""Transports that run the agent on a host: SSH (Fabric/Paramiko) and local."""
+"""Transports that run the agent on a host: SSH (Paramiko, our own hop chain) and local."""
 
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport, TransportStats

@@ -50,6 +50,10 @@ class Transport(ABC):
         """Deliver one request line to the host's agent; return (out, err, rc) holding the
         framed answer, or what the agent left when it died (rc -1 while it still runs)."""
 
+    def route(self) -> list[str]:
+        """How the host was reached, first hop to last (empty: not over SSH, or not yet)."""
+        return []
+
     def close(self) -> None:  # noqa: B027 - optional for transports without a connection
         """Release the connection, if any."""
 

@@ -1,87 +1,63 @@
-"""SSH transport: Fabric for connecting (ssh_config, agent, keys), Paramiko for the channel.
+"""SSH transport: the route to a host (ssh_config, jump hosts) on Paramiko, one agent session.
 
-Host keys are verified strictly: Fabric's default policy (which adds unknown keys silently)
-is replaced by RejectPolicy and the inventory's known_hosts (else ~/.ssh/known_hosts) is
-loaded, so an unknown key is refused and a changed key raises. We open the exec channel on
-Paramiko directly (instead of `Connection.run`) because we keep one agent process talking
-over it for the whole command, a request line in and a framed answer out, which invoke's
-runner does not offer; the command line is built with shlex so no value reaches a shell
-unquoted.
+Connecting is transport/hops.py (which hops, from the inventory and ssh_config) plus
+transport/ssh_hops.py (open them, strict host keys on every hop). We open the exec channel
+on Paramiko directly because we keep one agent process talking over it for the whole
+command, a request line in and a framed answer out; the command line is built with shlex so
+no value reaches a shell unquoted.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-from pathlib import Path
+import getpass
 
 import paramiko
-from fabric import Connection
 
 from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.agent.host.wire import END
-from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
+from ddtree_deploy.errors import RouteError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport
+from ddtree_deploy.transport.hops import BadRoute, Hop, resolve_route
 from ddtree_deploy.transport.launch import agent_line
+from ddtree_deploy.transport.ssh_hops import close_route, open_route, read_ssh_config
 
-DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 END_LINE = END.encode()
 
 
 class SSHTransport(Transport):
-    """One lazily opened SSH connection per host, reused by every call."""
+    """One lazily opened SSH route per host (a client per hop), reused by every call."""
 
     def __init__(self, host: Host):
         super().__init__(host)
-        self._conn: Connection | None = None
+        self._clients: list[paramiko.SSHClient] = []  # one per hop; the last is the host
+        self._hops: tuple[Hop, ...] = ()
         self._session: paramiko.Channel | None = None
         self._stdout: paramiko.ChannelFile | None = None
 
-    def _connect(self) -> paramiko.SSHClient:
-        if self._conn is not None and self._conn.is_connected:
-            client: paramiko.SSHClient = self._conn.client  # Fabric has no type hints
-            return client
-        host = self.host
-        known_hosts = Path(os.path.expanduser(host.known_hosts or DEFAULT_KNOWN_HOSTS))
-        connect_kwargs: dict[str, object] = {}
-        if host.identity_file:
-            connect_kwargs["key_filename"] = [os.path.expanduser(host.identity_file)]
-        conn = Connection(
-            host.address,
-            user=host.user,
-            port=host.port,
-            connect_kwargs=connect_kwargs,
-            connect_timeout=host.connect_timeout_s,
-        )
-        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        if known_hosts.is_file():
-            conn.client.load_host_keys(str(known_hosts))
+    def resolve(self) -> tuple[Hop, ...]:
+        """The hops to this host from the inventory and ssh_config (no connection);
+        raises RouteError when they cannot be built."""
+        config = read_ssh_config(self.host.name)
         try:
-            conn.open()
-        except paramiko.BadHostKeyException as exc:
-            raise HostKeyError(
-                host.name,
-                f"host key CHANGED for {host.address}:{host.port} (expected "
-                f"{exc.expected_key.get_fingerprint().hex()} from {known_hosts}); refusing",
-            ) from None
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
-                raise HostKeyError(
-                    host.name,
-                    f"unknown host key for {host.address}:{host.port}: not in {known_hosts}; "
-                    "add it with ssh-keyscan after checking its fingerprint",
-                ) from None
-            raise ConnectError(host.name, f"SSH failed to {host.label}: {exc}") from None
-        except (OSError, EOFError) as exc:
-            raise ConnectError(host.name, f"cannot connect to {host.label}: {exc}") from None
-        sock = conn.client.get_transport().sock
-        if isinstance(sock, socket.socket):  # Paramiko never sets it: ~40 ms per op otherwise
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._conn = conn
+            return resolve_route(self.host, config.lookup, getpass.getuser())
+        except BadRoute as exc:
+            raise RouteError(self.host.name, str(exc)) from None
+
+    def route(self) -> list[str]:
+        """The hops of the open (or last) connection, first to last."""
+        return [hop.describe if hop.jump else f"host {hop.label}" for hop in self._hops]
+
+    def _connect(self) -> paramiko.SSHClient:
+        if self._clients:
+            transport = self._clients[-1].get_transport()
+            if transport is not None and transport.is_active():
+                return self._clients[-1]
+            self._drop_route()
+        self._hops = self.resolve()
+        self._clients = open_route(self.host.name, self._hops)
         self.stats.connects += 1
-        opened: paramiko.SSHClient = conn.client
-        return opened
+        return self._clients[-1]
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
         try:
@@ -130,9 +106,11 @@ class SSHTransport(Transport):
             except (paramiko.SSHException, OSError, EOFError):
                 pass
             self._session = None
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._drop_route()
+
+    def _drop_route(self) -> None:
+        close_route(self._clients)
+        self._clients = []
 
 
 def _send(channel: paramiko.Channel, data: bytes) -> bool:
