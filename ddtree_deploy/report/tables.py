@@ -21,14 +21,16 @@ def _plain(value: object) -> str:
 
 
 def facts_table(results: list[HostResult]) -> Table:
-    """One row per host: python, sglang, site-packages, free space, GPUs, lock, base files."""
+    """One row per host: python, sglang, how it is installed (wheel | editable) and where
+    its files are, free space, GPUs, lock, base files."""
     table = Table(title="hosts check")
-    for col in ("host", "python", "sglang", "site-packages", "free", "gpus", "lock", "files"):
+    columns = ("host", "python", "sglang", "install", "package root", "free", "gpus", "lock")
+    for col in (*columns, "files"):
         table.add_column(col, overflow="fold")
     for r in results:
         f = r.details
         if "python" not in f:
-            row = ("-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
+            row = ("-", "-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
             table.add_row(_plain(r.host), *row)
             continue
         files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
@@ -38,13 +40,20 @@ def facts_table(results: list[HostResult]) -> Table:
             _plain(r.host),
             _plain(f["python"]),
             _plain(f["package_version"]),
-            _plain(f["site_packages"]),
+            _plain(f.get("install_kind") or "-"),
+            _plain(f.get("package_root") or f.get("locate_error") or "-"),
             f"{f['state_dir_free_bytes'] / 2**30:.1f} GiB",
             str(len(f["gpus"])),
             _plain(lock),
-            f"{match}/{len(files)} base files match RECORD" if files else "-",
+            f"{match}/{len(files)} base files match RECORD" if files else _no_record(f),
         )
     return table
+
+
+def _no_record(facts: dict[str, Any]) -> str:
+    """The files cell without RECORD hashes: an editable install has none (the lock judges
+    its base files)."""
+    return "no RECORD (editable)" if facts.get("install_kind") == "editable" else "-"
 
 
 def _suite_verdict(suite: dict[str, Any]) -> str:

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 
+from .api_key import read_api_key
 from .files import append_line, check_serve_path, now_utc, safe_join
+from .locate import locate_package
 from .pure import classify_file, sha256_bytes, sha256_file
 from .state import (
     UNFINISHED,
@@ -27,16 +29,20 @@ GPU_QUERY_TIMEOUT_S = 20
 
 
 def op_facts(ctx, args):
-    """Return Facts: python, installed package version, hashes of args.paths, free disk
-    (bytes), GPUs, lock, journal tail, unfinished deploys, backups, the serve file."""
+    """Return Facts: python, installed package version, where its files are (from its
+    import spec: a wheel's site-packages or an editable install's source tree), hashes of
+    args.paths there, free disk (bytes), GPUs, lock, journal tail, unfinished deploys,
+    backups, the serve file, and whether the API key can be read (not the key)."""
     dist = find_distribution(args.package)
     site = str(dist.locate_file("")) if dist else None
-    record = _record_hashes(dist, set(args.paths))
+    located = locate_package(args.package, dist)
+    root = located.root
+    record = _record_hashes(dist, set(args.paths)) if located.kind == "wheel" else {}
     files = {}
     for rel in args.paths:
         sha, unsafe = None, None
         try:
-            full = safe_join(site, rel) if site else None
+            full = safe_join(root, rel) if root else None
             sha = sha256_file(full) if full else None
         except OpFailed as exc:  # a symlink leading outside: check_plan refuses it
             unsafe = str(exc)
@@ -54,6 +60,8 @@ def op_facts(ctx, args):
         agent_pid=os.getpid(),
         site_packages=site,
         package_version=dist.version if dist else None,
+        package_root=root,
+        install_kind=located.kind,
         files=files,
         state_dir_free_bytes=shutil.disk_usage(probe).free,
         gpus=_gpus(),
@@ -62,6 +70,8 @@ def op_facts(ctx, args):
         deploys=deploys[-50:],
         pending=[d for d in deploys if d.get("state") in UNFINISHED],
         backups=list_backups(ctx),
+        locate_error=located.error,
+        api_key_error=read_api_key(args.api_key_file, args.api_key_env)[1],
     )
 
 
@@ -111,7 +121,8 @@ def _gpus():
 
 def op_check_plan(ctx, args):
     """Return PlanResult (state per path), or refuse before locking: locked, unfinished
-    deploy, wrong version, unsafe path, drift.
+    deploy, wrong version, package not importable where it is installed, unreadable API key,
+    unsafe path, drift.
 
     Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
     idempotent re-push costs one round trip. Needs the facts op earlier in the request.
@@ -130,6 +141,10 @@ def op_check_plan(ctx, args):
             "installed %s is %s, patchset targets %s"
             % (args.package, facts.package_version, args.target_version),
         )
+    if facts.locate_error:
+        raise OpFailed(Code.PACKAGE_NOT_FOUND, facts.locate_error)
+    if facts.api_key_error:
+        raise OpFailed(Code.API_KEY_UNREADABLE, facts.api_key_error)
     unsafe = [f.unsafe for f in facts.files.values() if f.unsafe]
     if unsafe:
         raise OpFailed(Code.UNSAFE_PATH, "; ".join(unsafe))

@@ -72,6 +72,8 @@ class GateArgs(Record):
     (baseline | after | rollback | check). save_as: where to write the measurement as JSON
     (0600), relative to the state dir (e.g. backups/<deploy_id>/gate-baseline.json); read_as:
     a stored measurement to return beside it (the `gate` command's recorded baseline).
+    api_key_file / api_key_env: where the server's API key is on the host (sent as
+    `Authorization: Bearer` to every path but /health* and /metrics).
     """
 
     server_url: str
@@ -89,3 +91,5 @@ class GateArgs(Record):
     metrics: bool = False
     save_as: Optional[str] = None
     read_as: Optional[str] = None
+    api_key_file: Optional[str] = None
+    api_key_env: Optional[str] = None
