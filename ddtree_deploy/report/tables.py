@@ -89,7 +89,8 @@ def smoke_table(results: list[HostResult]) -> Table:
 
 
 def plan_table(results: list[HostResult]) -> Table:
-    """One row per host x file: new, patched, unchanged, drifted, or the serve file's flags."""
+    """One row per host x file: new, patched, unchanged, drifted, or the serve file's flags;
+    for an editable install, first a row naming the source tree the paths are relative to."""
     table = Table(title="plan")
     for col in ("host", "file", "action"):
         table.add_column(col, overflow="fold")
@@ -98,6 +99,9 @@ def plan_table(results: list[HostResult]) -> Table:
         if not files:
             table.add_row(_plain(r.host), "-", f"[red]{_plain(r.message)}[/]")
         serve = r.details.get("serve") or {}
+        if r.details.get("install_kind") == "editable":  # the files live in a source tree
+            root = r.details.get("package_root")
+            table.add_row(_plain(r.host), "[dim](package root)[/]", f"editable: {_plain(root)}")
         for path, state in files.items():
             style = {"drifted": "red", "unchanged": "dim"}.get(state, "yellow")
             action = f"[{style}]{_plain(state)}[/]"

@@ -293,6 +293,8 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
         health_url=spec.health_url,
         ready_timeout_s=spec.ready_timeout_s,
         poll_interval_s=spec.poll_interval_s,
+        api_key_file=host.smoke.api_key_file,
+        api_key_env=host.smoke.api_key_env,
     )
     return [
         ("restart", Op.of(wire.RestartArgs(service=service))),

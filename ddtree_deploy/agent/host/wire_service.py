@@ -10,7 +10,11 @@ from .record import Record
 
 @dataclasses.dataclass(frozen=True)
 class Service(Record):
-    """How the host's server restarts and answers health checks (argv lists, no shell)."""
+    """How the host's server restarts and answers health checks (argv lists, no shell).
+
+    api_key_file / api_key_env: where the server's API key is on the host, so the log tail
+    sent back with a failure has it redacted (sglang logs its server args at start).
+    """
 
     kind: str
     unit: Optional[str] = None
@@ -22,6 +26,8 @@ class Service(Record):
     health_url: str = "http://127.0.0.1:30000/health_generate"
     ready_timeout_s: float = 600.0
     poll_interval_s: float = 1.0
+    api_key_file: Optional[str] = None
+    api_key_env: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
