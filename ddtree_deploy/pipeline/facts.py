@@ -77,4 +77,3 @@ def describe_install(facts: Facts) -> str:
     if facts.install_kind == "editable" and facts.package_root:
         return f" (editable install at {facts.package_root})"
     return ""
-

@@ -16,8 +16,7 @@ import urllib.request
 
 KEY_MAX_BYTES = 4096
 AUTH_HINT = (
-    "the server requires an API key (set smoke.api_key_file or smoke.api_key_env in the "
-    "inventory)"
+    "the server requires an API key (set smoke.api_key_file or smoke.api_key_env in the inventory)"
 )
 REFUSED_HINT = "the server refused the API key from %s"
 

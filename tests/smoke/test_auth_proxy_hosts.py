@@ -132,7 +132,7 @@ def test_push_with_the_key_file_passes_behind_the_dead_proxy(keyed):
 def test_the_server_suite_without_the_key_fails_saying_what_to_set(keyed):
     code, jsonl, xml, stderr = keyed.cli(keyed.inventory("nokey"), "smoke", "--suite", "server")
     assert code == 1, stderr
-    expected = "HTTP 401 {\"error\": \"Unauthorized\"}: the server requires an API key (set "
+    expected = 'HTTP 401 {"error": "Unauthorized"}: the server requires an API key (set '
     for text in (jsonl, xml):
         assert "smoke.api_key_file" in text and "401" in text
     assert expected.replace('"', '\\"') in jsonl

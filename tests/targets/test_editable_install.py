@@ -18,7 +18,7 @@ import pytest
 
 from ddtree_sandbox import DEFAULT_SGLANG_VERSION, Sandbox, SandboxHost, start_sandbox
 from ddtree_sandbox.editable import bind_workspace, make_editable, source_path
-from tests.support import FAST_SUITES, make_patchset, run_cli
+from tests.support import make_patchset, run_cli
 
 pytestmark = pytest.mark.hosts
 CHANGED = {
@@ -107,7 +107,9 @@ def test_push_smoke_rollback_round_trip_is_byte_identical(editable):
     server_log = (editable.host.service_dir_on_disk / "server.log").read_text()
     imported = f"imported sglang {DEFAULT_SGLANG_VERSION} from {source_path(editable.host)}/"
     assert imported in server_log.rsplit("stub server starting", 1)[-1]  # the restarted one
-    passed = [e["data"]["suite"] for e in events(push.stdout) if (e.get("data") or {}).get("passed")]
+    passed = [
+        e["data"]["suite"] for e in events(push.stdout) if (e.get("data") or {}).get("passed")
+    ]
     assert {"integrity", "compile", "server"} <= set(passed), passed
 
     smoke = editable.cli("smoke", "-H", "host0", "-p", "ddtree@1.0.0", "--json")

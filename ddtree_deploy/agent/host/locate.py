@@ -83,7 +83,9 @@ def locate_package(package, dist):
     dirs = find_package_dirs(name)
     where = "%s %s (%s)" % (package, dist.version, kind)
     if not dirs:
-        return Located(None, kind, "%s is installed but `import %s` finds no package" % (where, name))
+        return Located(
+            None, kind, "%s is installed but `import %s` finds no package" % (where, name)
+        )
     if len(dirs) != 1:
         message = "%s: `import %s` finds a namespace package over %s" % (where, name, dirs)
         return Located(None, kind, message)
