@@ -114,6 +114,29 @@ class SmokeSpec(_Strict):
     max_new_tokens: int = Field(default=16, ge=1)
     timeout_s: float = Field(default=60.0, gt=0)
 
+    @field_validator("api_key_file")
+    @classmethod
+    def _key_file(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\x00" in value or "\n" in value):
+            raise ValueError(f"must be an absolute path on the host, got {value!r}")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(f"must be an environment variable name, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> SmokeSpec:
+        if self.api_key_file and self.api_key_env:
+            raise ValueError("give api_key_file or api_key_env, not both")
+        return self
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 class Host(_Strict):
     """One deploy target, with defaults already merged in."""

@@ -61,3 +61,19 @@ def ask_facts(run: HostRun, stage: Stage, op: Op) -> Facts | HostResult:
         error = response.failed.error if response.failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
     return facts
+
+
+def unusable_install(facts: Facts) -> str | None:
+    """Why nothing can be planned, pushed or smoke-tested on this host although the package
+    is installed: its files are not where Python imports them from, or the inventory's API
+    key cannot be read there (the message names the file or variable, never the key).
+    None when neither holds."""
+    return facts.locate_error or facts.api_key_error
+
+
+def describe_install(facts: Facts) -> str:
+    """Where the package's files are, for a message: "" for a wheel in site-packages,
+    " (editable install at ROOT)" for an editable one."""
+    if facts.install_kind == "editable" and facts.package_root:
+        return f" (editable install at {facts.package_root})"
+    return ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.compare import compare, describe_failures
@@ -89,6 +90,8 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
     if measured is None:
         failed = response.failed
         message = f"gate_measure failed: {failed.error if failed else response.error}"
+        if failed is not None and failed.code == Code.API_KEY_UNREADABLE:
+            return run.result(Outcome.REFUSED, message)  # bad input: nothing was measured
         return run.result(Outcome.NEEDS_ATTENTION, message)
     if baseline is None:
         if measured.stored is None:

@@ -8,7 +8,7 @@ from ddtree_deploy.agent.host.pure import classify_file
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.pipeline.facts import read_facts
+from ddtree_deploy.pipeline.facts import describe_install, read_facts, unusable_install
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
@@ -34,7 +34,12 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
         return found
     facts = found.facts
     plan = plan_files(prepared, facts)
-    details: dict[str, Any] = {"files": plan, "package_version": facts.package_version}
+    details: dict[str, Any] = {
+        "files": plan,
+        "package_version": facts.package_version,
+        "install_kind": facts.install_kind,
+        "package_root": facts.package_root,
+    }
     try:
         serve = ops.plan_serve_file(run.host, prepared)
     except ValueError as exc:
@@ -49,6 +54,8 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
     if facts.package_version != prepared.target_version:
         msg = f"installed {facts.package_version}, patchset targets {prepared.target_version}"
         return run.result(Outcome.REFUSED, msg, details=details)
+    if (why := unusable_install(facts)) is not None:
+        return run.result(Outcome.REFUSED, why, details=details)
     if facts.pending:
         return run.result(
             Outcome.NEEDS_ATTENTION, "unfinished deploy: run recover", details=details
@@ -59,4 +66,5 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
     if all(s == "unchanged" for s in plan.values()):
         return run.result(Outcome.NO_CHANGES, "no changes", details=details)
     changed = sum(s != "unchanged" for s in plan.values())
-    return run.result(Outcome.OK, f"{changed} file(s) would change", details=details)
+    message = f"{changed} file(s) would change{describe_install(facts)}"
+    return run.result(Outcome.OK, message, details=details)

@@ -70,6 +70,8 @@ _REFUSALS: dict[str, Outcome] = {  # Code is a str Enum: it looks up by value
     Code.VERSION_MISMATCH: Outcome.REFUSED,
     Code.DRIFT: Outcome.REFUSED,
     Code.UNSAFE_PATH: Outcome.REFUSED,
+    Code.PACKAGE_NOT_FOUND: Outcome.REFUSED,
+    Code.API_KEY_UNREADABLE: Outcome.REFUSED,
     Code.PENDING_RECOVERY: Outcome.NEEDS_ATTENTION,
     Code.LOCKED: Outcome.LOCKED,
 }
@@ -99,8 +101,8 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         return refused
     facts, plan = pre.facts(), pre.result_as("check_plan", PlanResult)
     # Preflight passed: facts and check_plan answered, and check_plan found the target
-    # version installed (so site-packages is known).
-    assert facts is not None and facts.site_packages is not None and plan is not None
+    # version installed where Python imports it (so the package root is known).
+    assert facts is not None and facts.package_root is not None and plan is not None
     taken = pre.result("lock_acquire")  # {"lock": record}: no typed record
     replaced = ((taken.data if taken else None) or {}).get("lock", {}).get("replaced")
     if replaced:
@@ -109,7 +111,7 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         )
     push = dataclasses.replace(
         push,
-        site=facts.site_packages,
+        site=facts.package_root,
         plan=plan.files,
         deploy_id=new_deploy_id(prepared.name, prepared.version),
     )

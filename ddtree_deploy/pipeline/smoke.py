@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.pipeline.facts import read_facts
+from ddtree_deploy.pipeline.facts import read_facts, unusable_install
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
@@ -24,7 +24,9 @@ def smoke_host(run: HostRun, prepared: PreparedPatchset, sources: dict[str, str]
     found = read_facts(run, prepared, Stage.PREFLIGHT)
     if isinstance(found, HostResult):
         return found
-    site, timeout_s = found.facts.site_packages, prepared.smoke_timeout_s
+    if (why := unusable_install(found.facts)) is not None:
+        return run.result(Outcome.REFUSED, why)
+    site, timeout_s = found.facts.package_root, prepared.smoke_timeout_s
     response = run.ask([(Stage.SMOKE, ops.smoke_op(run.host, site, prepared, sources, timeout_s))])
     if isinstance(response, HostResult):
         return response

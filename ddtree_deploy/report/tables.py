@@ -31,16 +31,18 @@ def _become_cell(details: dict[str, Any]) -> str:
 
 
 def facts_table(results: list[HostResult]) -> Table:
-    """One row per host: become, python, sglang, site-packages, free space, GPUs, lock,
-    base files."""
+    """One row per host: become, python, sglang, how it is installed (wheel | editable) and
+    where its files are, free space, GPUs, lock, base files."""
     table = Table(title="hosts check")
-    columns = ("host", "become", "python", "sglang", "site-packages", "free", "gpus", "lock")
+    columns = (
+        "host", "become", "python", "sglang", "install", "package root", "free", "gpus", "lock",
+    )  # fmt: skip
     for col in (*columns, "files"):
         table.add_column(col, overflow="fold")
     for r in results:
         f = r.details
         if "python" not in f:
-            row = ("-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
+            row = ("-", "-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
             table.add_row(_plain(r.host), _become_cell(f), *row)
             continue
         files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
@@ -53,13 +55,20 @@ def facts_table(results: list[HostResult]) -> Table:
             _become_cell(f),
             _plain(f["python"]),
             _plain(f["package_version"]),
-            _plain(f["site_packages"]),
+            _plain(f.get("install_kind") or "-"),
+            _plain(f.get("package_root") or f.get("locate_error") or "-"),
             f"{f['state_dir_free_bytes'] / 2**30:.1f} GiB",
             str(len(f["gpus"])),
             _plain(lock),
-            f"{match}/{len(files)} base files match RECORD" if files else "-",
+            f"{match}/{len(files)} base files match RECORD" if files else _no_record(f),
         )
     return table
+
+
+def _no_record(facts: dict[str, Any]) -> str:
+    """The files cell without RECORD hashes: an editable install has none (the lock judges
+    its base files)."""
+    return "no RECORD (editable)" if facts.get("install_kind") == "editable" else "-"
 
 
 def _suite_verdict(suite: dict[str, Any]) -> str:
@@ -95,7 +104,8 @@ def smoke_table(results: list[HostResult]) -> Table:
 
 
 def plan_table(results: list[HostResult]) -> Table:
-    """One row per host x file: new, patched, unchanged, drifted, or the serve file's flags."""
+    """One row per host x file: new, patched, unchanged, drifted, or the serve file's flags;
+    for an editable install, first a row naming the source tree the paths are relative to."""
     table = Table(title="plan")
     for col in ("host", "file", "action"):
         table.add_column(col, overflow="fold")
@@ -104,6 +114,9 @@ def plan_table(results: list[HostResult]) -> Table:
         if not files:
             table.add_row(_plain(r.host), "-", f"[red]{_plain(r.message)}[/]")
         serve = r.details.get("serve") or {}
+        if r.details.get("install_kind") == "editable":  # the files live in a source tree
+            root = r.details.get("package_root")
+            table.add_row(_plain(r.host), "[dim](package root)[/]", f"editable: {_plain(root)}")
         for path, state in files.items():
             style = {"drifted": "red", "unchanged": "dim"}.get(state, "yellow")
             action = f"[{style}]{_plain(state)}[/]"

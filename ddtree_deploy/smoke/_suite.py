@@ -38,6 +38,7 @@ class Suite:
         self.where = ""
         self.crash = ""  # "suite crashed: <traceback>" once the suite body raised
         self.finished = False
+        self.secrets = []  # text never to print (the server's API key): redacted by finish
 
     def check(self, name, passed, detail=""):
         self.checks.append({"name": name, "passed": bool(passed), "detail": str(detail)[-2000:]})
@@ -64,6 +65,13 @@ class Suite:
             self.crash = "suite crashed: " + traceback.format_exc()[-1500:]
         self.finish()
 
+    def redact(self, text):
+        """Return `text` with every secret (also in its JSON-escaped form) replaced."""
+        for secret in filter(None, self.secrets):
+            for form in (secret, json.dumps(secret)[1:-1]):
+                text = text.replace(form, "[redacted]")
+        return text
+
     def finish(self, skipped_reason=None):
         failed = [c for c in self.checks if not c["passed"]]
         summary = "; ".join(f"{c['name']}: {c['detail'][:300]}" for c in failed)
@@ -77,7 +85,7 @@ class Suite:
             "duration_s": round(time.monotonic() - self.started, 3),
             "details": skipped_reason or self.crash or summary,
         }
-        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.write(self.redact(json.dumps(result)) + "\n")
         sys.stdout.flush()
         self.finished = True
         sys.exit(0 if result["passed"] or result["skipped"] else 1)

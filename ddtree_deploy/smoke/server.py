@@ -30,7 +30,9 @@ plain greedy (no speculation) it generates every prompt one at a time and writes
 reference to record_dir; otherwise the suite is skipped, never failed.
 
 Every failure names the URL and what was expected against what came back; the first line
-of each check's detail is its summary. A host whose inventory says it runs no service
+of each check's detail is its summary. Requests bypass any proxy and carry the server's API
+key (`options.server.api_key_file` / `api_key_env`, read here on the host; see _http.py);
+a 401 says which inventory key to set. A host whose inventory says it runs no service
 reports skipped. Stdlib only.
 """
 
@@ -39,49 +41,28 @@ import os
 import socket
 import time
 import traceback
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import _lossless as lossless
+from _http import LocalHttp, read_api_key
 from _suite import Suite
 
 INFO_PATHS = ("/server_info", "/get_server_info")  # newer sglang, then older
 
 
-def call_json(url, timeout_s, payload=None):
-    """GET (or POST `payload` as JSON) -> (HTTP status or None, parsed body or text, error)."""
-    data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if data is None else "POST")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            status, raw = resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-    except (OSError, ValueError) as exc:
-        return None, None, f"no answer: {getattr(exc, 'reason', exc)}"
-    text = raw.decode("utf-8", "replace")
-    try:
-        return status, json.loads(text), ""
-    except ValueError:
-        return status, text, ""
-
-
-def check_health(base, timeout_s):
+def check_health(http, base, timeout_s):
     url = base + "/health_generate"
-    status, body, error = call_json(url, timeout_s)
+    status, body, error = http.call_json(url, timeout_s)
     if status == 200:
         return True, f"GET {url}: 200"
     return False, f"GET {url}: expected HTTP 200, got {error or status} {str(body)[:200]}"
 
 
-def fetch_server_info(base, timeout_s):
+def fetch_server_info(http, base, timeout_s):
     """-> (url, info dict or None, problem)."""
     for path in INFO_PATHS:
         url = base + path
-        status, body, error = call_json(url, timeout_s)
+        status, body, error = http.call_json(url, timeout_s)
         if status == 404:
             continue
         if status != 200 or not isinstance(body, dict):
@@ -104,14 +85,14 @@ def check_server_info(url, info, spec):
     return True, f"GET {url}: speculative_algorithm={got!r} ddtree_budget={got_budget!r}"
 
 
-def generate(base, spec):
+def generate(http, base, spec):
     """POST the prompt greedily -> (url, answer dict or None, problem)."""
     url = base + "/generate"
     payload = {
         "text": spec.get("prompt", "The capital of France is"),
         "sampling_params": {"temperature": 0, "max_new_tokens": spec.get("max_new_tokens", 16)},
     }
-    status, body, error = call_json(url, float(spec.get("timeout_s", 60)), payload)
+    status, body, error = http.call_json(url, float(spec.get("timeout_s", 60)), payload)
     if isinstance(body, list) and body:
         body = body[0]
     if status != 200 or not isinstance(body, dict):
@@ -176,11 +157,11 @@ def read_lossless(lossless_options):
     }, ""
 
 
-def generate_ids(url, prompt, sampling_params, timeout_s):
+def generate_ids(http, url, prompt, sampling_params, timeout_s):
     """POST one prompt (its input_ids or text) -> (answer with output_ids or None, problem)."""
     payload = dict(prompt)
     payload["sampling_params"] = sampling_params
-    status, body, error = call_json(url, timeout_s, payload)
+    status, body, error = http.call_json(url, timeout_s, payload)
     if isinstance(body, list) and body:
         body = body[0]
     if status != 200 or not isinstance(body, dict):
@@ -192,7 +173,7 @@ def generate_ids(url, prompt, sampling_params, timeout_s):
     return body, ""
 
 
-def run_pass(url, prompts, sampling_params, timeout_s, concurrency):
+def run_pass(http, url, prompts, sampling_params, timeout_s, concurrency):
     """Generate every prompt, `concurrency` requests in flight -> [(prompt index, answer, problem)].
 
     With concurrency above the number of prompts the prompts are sent round-robin until
@@ -200,11 +181,11 @@ def run_pass(url, prompts, sampling_params, timeout_s, concurrency):
     """
     order = [i % len(prompts) for i in range(max(len(prompts), concurrency))]
     if concurrency == 1:
-        answers = [generate_ids(url, prompts[i], sampling_params, timeout_s) for i in order]
+        answers = [generate_ids(http, url, prompts[i], sampling_params, timeout_s) for i in order]
     else:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             futures = [
-                pool.submit(generate_ids, url, prompts[i], sampling_params, timeout_s)
+                pool.submit(generate_ids, http, url, prompts[i], sampling_params, timeout_s)
                 for i in order
             ]
             answers = [f.result() for f in futures]
@@ -221,7 +202,7 @@ def note_record(record_dir, note):
         pass
 
 
-def record_reference(suite, base, timeout_s, lossless_options):
+def record_reference(suite, http, base, timeout_s, lossless_options):
     """Mode record: write the plain server's greedy outputs as a reference, or skip saying why."""
     settings, problem = read_lossless(lossless_options)
     record_dir = (settings or {}).get("record_dir")
@@ -235,10 +216,10 @@ def record_reference(suite, base, timeout_s, lossless_options):
         skip(f"options.lossless: {problem}: nothing recorded")
     if not record_dir:
         skip("options.lossless.record_dir is not set: nothing recorded")
-    healthy, detail = check_health(base, timeout_s)
+    healthy, detail = check_health(http, base, timeout_s)
     if not healthy:
         skip(f"server not healthy ({detail}): nothing recorded")
-    info_url, info, problem = fetch_server_info(base, timeout_s)
+    info_url, info, problem = fetch_server_info(http, base, timeout_s)
     if info is None:
         skip(f"{problem}: nothing recorded")
     if is_speculating(info):
@@ -247,7 +228,7 @@ def record_reference(suite, base, timeout_s, lossless_options):
     if problem:
         skip(f"{problem}: nothing recorded")
     prompts, url = settings["prompts"], base + "/generate"
-    results = run_pass(url, prompts, settings["sampling_params"], timeout_s, 1)
+    results = run_pass(http, url, prompts, settings["sampling_params"], timeout_s, 1)
     failed = [problem for _, answer, problem in results if answer is None]
     if failed:
         skip(f"{failed[0]}: nothing recorded")
@@ -342,7 +323,7 @@ def explain_record(record_dir, fingerprint, dtype):
     return f"{attempt} wrote {note['recorded']}"
 
 
-def verify_lossless(suite, base, info, timeout_s, lossless_options):
+def verify_lossless(suite, http, base, info, timeout_s, lossless_options):
     """Mode verify: reference + sequential + concurrent comparison -> every lossless result."""
     settings, problem = read_lossless(lossless_options)
     if problem:
@@ -351,9 +332,9 @@ def verify_lossless(suite, base, info, timeout_s, lossless_options):
     expected = find_expected(suite, info, settings)
     url, prompts, sampling = base + "/generate", settings["prompts"], settings["sampling_params"]
     started = time.monotonic()
-    sequential = run_pass(url, prompts, sampling, timeout_s, 1)
+    sequential = run_pass(http, url, prompts, sampling, timeout_s, 1)
     middle = time.monotonic()
-    concurrent = run_pass(url, prompts, sampling, timeout_s, settings["concurrency"])
+    concurrent = run_pass(http, url, prompts, sampling, timeout_s, settings["concurrency"])
     ended = time.monotonic()
     if expected is not None:
         suite.run(
@@ -383,19 +364,25 @@ def main():
         suite.finish(skipped_reason="skipped: the inventory gives this host no service")
     base = str(spec.get("server_url", "http://127.0.0.1:30000")).rstrip("/")
     timeout_s = float(spec.get("timeout_s", 60))
+    key, where, problem = read_api_key(spec)
+    if problem:
+        suite.check("api_key", False, problem)
+        suite.finish()
+    suite.secrets.append(key)
+    http = LocalHttp(key, where)
     if lossless_options and lossless_options.get("mode") == "record":
         try:
-            record_reference(suite, base, timeout_s, lossless_options)
+            record_reference(suite, http, base, timeout_s, lossless_options)
         except Exception as exc:  # record mode must never block a push
             suite.finish(skipped_reason=f"record failed: {exc!r}: nothing recorded")
-    if not suite.run("health", lambda: check_health(base, timeout_s)):
+    if not suite.run("health", lambda: check_health(http, base, timeout_s)):
         suite.finish()
-    info_url, info, problem = fetch_server_info(base, timeout_s)
+    info_url, info, problem = fetch_server_info(http, base, timeout_s)
     if info is None:
         suite.check("server_info", False, problem)
     else:
         suite.run("server_info", lambda: check_server_info(info_url, info, spec))
-    gen_url, answer, problem = generate(base, spec)
+    gen_url, answer, problem = generate(http, base, spec)
     if answer is None:
         suite.check("generate", False, problem)
         suite.finish()
@@ -403,7 +390,9 @@ def main():
     results, reference = None, None
     if lossless_options:
         try:
-            results, reference = verify_lossless(suite, base, info, timeout_s, lossless_options)
+            results, reference = verify_lossless(
+                suite, http, base, info, timeout_s, lossless_options
+            )
         except Exception:  # a broken reference fails the gate, it is no crash
             suite.check(
                 "lossless", False, "lossless gate crashed:\n" + traceback.format_exc()[-1500:]

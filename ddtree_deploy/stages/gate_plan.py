@@ -76,5 +76,7 @@ def gate_op(
             metrics=bool(settings.thresholds.metrics),
             save_as=save_as,
             read_as=read_as,
+            api_key_file=host.smoke.api_key_file,
+            api_key_env=host.smoke.api_key_env,
         )
     )

@@ -81,8 +81,9 @@ def facts_op(
     read_serve: bool = True,
 ) -> Op:
     """Return the facts op: the paths and package of `prepared` (without one: no paths and
-    `package`), and the host's serve file when it runs a service that reads one and
-    `read_serve` (the per-host version pick reads only the package version)."""
+    `package`), the host's serve file when it runs a service that reads one and
+    `read_serve` (the per-host version pick reads only the package version), and where the
+    server's API key is (the agent checks it can read it; the key never comes back)."""
     serve_path = None
     if read_serve and host.service.args_file and host.service.kind != "none":
         serve_path = host.service.args_file
@@ -91,6 +92,8 @@ def facts_op(
             paths=list(prepared.paths) if prepared else [],
             package=prepared.package if prepared else package,
             serve_path=serve_path,
+            api_key_file=host.smoke.api_key_file,
+            api_key_env=host.smoke.api_key_env,
         )
     )
 
@@ -155,8 +158,9 @@ def journal_op(deploy_id: str, state: str, **fields: Any) -> Op:
 def backup_op(
     deploy_id: str, site: str, prepared: PreparedPatchset, serve: ServeFile | None = None
 ) -> Op:
-    """Return the backup op copying `prepared`'s paths under `site` (site-packages on the
-    host) and the serve file to backups/<deploy_id>."""
+    """Return the backup op copying `prepared`'s paths under `site` (the package root on
+    the host: site-packages, or an editable install's source tree) and the serve file to
+    backups/<deploy_id>."""
     return Op.of(
         wire.BackupArgs(
             deploy_id=deploy_id,
@@ -289,6 +293,8 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
         health_url=spec.health_url,
         ready_timeout_s=spec.ready_timeout_s,
         poll_interval_s=spec.poll_interval_s,
+        api_key_file=host.smoke.api_key_file,
+        api_key_env=host.smoke.api_key_env,
     )
     return [
         ("restart", Op.of(wire.RestartArgs(service=service))),

@@ -80,10 +80,11 @@ class SandboxHost:
             argv = ["nsenter", "-t", str(pid), "-m", "--", *argv]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
 
-    def tree_digest(self, rel: str = "sglang") -> dict[str, str]:
-        """Return {relative path: sha256} for every file under site-packages/``rel``,
-        skipping ``__pycache__``; proves a tree is byte-identical before and after."""
-        top = self.site_packages_on_disk / rel
+    def tree_digest(self, rel: str = "sglang", root: Path | None = None) -> dict[str, str]:
+        """Return {relative path: sha256} for every file under ``root``/``rel`` (default
+        root: site-packages; an editable install's source tree, say), skipping
+        ``__pycache__``; proves a tree is byte-identical before and after."""
+        top = (root or self.site_packages_on_disk) / rel
         if top.is_file():
             return {rel: hashlib.sha256(top.read_bytes()).hexdigest()}
         digests: dict[str, str] = {}

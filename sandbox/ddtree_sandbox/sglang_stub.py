@@ -10,12 +10,16 @@ really breaks it: the traceback goes to the log, it exits non-zero and never bec
 It then serves ``GET /health_generate`` (503 during ``startup_delay_s``, then 200),
 ``GET /server_info`` and ``POST /generate``, with numbers taken from ``stub.json``. Test knobs
 in ``stub.json``: ``never_ready`` (health stays 503) and ``fail_start`` (exit 1 at once).
+``api_key`` (sglang's ``--api-key``): every route but ``/health*`` and ``/metrics`` then answers
+401 ``{"error": "Unauthorized"}`` without ``Authorization: Bearer KEY``, and ``/server_info``
+echoes the key, as sglang's (it returns its server args) does.
 
 Exit codes: ``status`` 0 running, 3 stopped; ``start``/``stop`` 0 on success, 1 on failure.
 """
 
 from __future__ import annotations
 
+import hmac
 import importlib
 import importlib.util
 import json
@@ -46,6 +50,7 @@ DEFAULTS = {
     "startup_delay_s": 0.5,
     "never_ready": False,
     "fail_start": False,
+    "api_key": None,
 }
 
 
@@ -171,8 +176,18 @@ class StubState:
             "speculative_algorithm": self.config["speculative_algorithm"],
             "speculative_ddtree_budget": self.config["ddtree_budget"],
             "internal_states": [{"avg_spec_accept_length": self.config["accept_length"]}],
+            "api_key": self.config["api_key"],
             "stub": True,
         }
+
+    def authorized(self, path: str, authorization: str | None) -> bool:
+        """Whether sglang's API-key middleware lets this request through: /health* and
+        /metrics always, anything else only with ``Bearer KEY`` when a key is set."""
+        key = self.config["api_key"]
+        if not key or path.startswith(("/health", "/metrics")):
+            return True
+        scheme, _, token = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token, key)
 
     def generate(self, request: dict) -> dict:
         params = request.get("sampling_params") or {}
@@ -193,14 +208,21 @@ class StubState:
 def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # http.server's naming
-            if self.path in ("/health", "/health_generate"):
+            if not state.authorized(self.path, self.headers.get("Authorization")):
+                self.send_json(401, {"error": "Unauthorized"})
+            elif self.path in ("/health", "/health_generate"):
                 self.send_json(200 if state.is_ready() else 503, {"ready": state.is_ready()})
+            elif self.path == "/metrics":
+                self.send_text(200, "# stub: no metrics\n")
             elif self.path in ("/server_info", "/get_server_info"):
                 self.send_json(200, state.server_info())
             else:
                 self.send_json(404, {"error": f"no route {self.path}"})
 
         def do_POST(self) -> None:
+            if not state.authorized(self.path, self.headers.get("Authorization")):
+                self.send_json(401, {"error": "Unauthorized"})
+                return
             if self.path != "/generate":
                 self.send_json(404, {"error": f"no route {self.path}"})
                 return
@@ -219,6 +241,14 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             payload = json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def send_text(self, code: int, text: str) -> None:
+            payload = text.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)

@@ -11,6 +11,8 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     pure.py          sha256, classify_file, apply_unified_diff
     files.py         atomic writes, journal appends, pycache removal, path checks
     state.py         Ctx, journal, lock record, backups list, the installed distribution
+    locate.py        where the package really is (import spec): wheel | editable, its root
+    api_key.py       the server's API key read on the host; which paths need it; redaction
     ops_plan.py      facts, check_plan, lock_acquire/lock_release, journal
     ops_files.py     backup, install, compile, restore, prune
     ops_service.py   restart, health, smoke

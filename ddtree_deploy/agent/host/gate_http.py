@@ -20,11 +20,26 @@ BODY_CHARS = 200  # of an error answer's body, in a reason
 Answer = collections.namedtuple("Answer", "output_ids tokens verify_ct latency_s error")
 
 
-def build_opener():
-    """Return a urllib opener that ignores http_proxy and friends."""
+def build_opener(api_key=None):
+    """Return a urllib opener that ignores http_proxy and friends and, given `api_key`,
+    sends `Authorization: Bearer KEY` to every path but /health* and /metrics."""
+    import urllib.parse
     import urllib.request
 
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    from .api_key import is_protected
+
+    class BearerAuth(urllib.request.BaseHandler):
+        """Adds the server's API key to the requests its middleware checks."""
+
+        def http_request(self, request):
+            path = urllib.parse.urlsplit(request.full_url).path or "/"
+            if api_key and is_protected(path):
+                request.add_unredirected_header("Authorization", "Bearer " + api_key)
+            return request
+
+        https_request = http_request
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), BearerAuth())
 
 
 def _one_line(text, limit=BODY_CHARS):
@@ -89,7 +104,7 @@ def _read_answer(url, status, raw):
     text = raw.decode("utf-8", "replace")
     where = "POST %s: " % url
     if status != 200:
-        return None, 0, 0, where + "HTTP %s %s" % (status, _one_line(text))
+        return None, 0, 0, where + "HTTP %s %s%s" % (status, _one_line(text), auth_hint(status))
     try:
         body = json.loads(text)
     except ValueError:
@@ -109,6 +124,16 @@ def _read_answer(url, status, raw):
     return ids, tokens, verify_ct if _is_int(verify_ct) else 0, None
 
 
+def auth_hint(status):
+    """Return what a 401 means for the inventory ("" for any other status)."""
+    if status != 401:
+        return ""
+    return (
+        ": the server requires an API key (set smoke.api_key_file or smoke.api_key_env in "
+        "the inventory), or refused the one given"
+    )
+
+
 def _is_int(value):
     """True for a JSON integer (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -121,7 +146,7 @@ def get_text(opener, url, timeout_s, limit_chars):
     if error is not None:
         return None, error
     if status != 200:
-        return None, "GET %s: HTTP %s" % (url, status)
+        return None, "GET %s: HTTP %s%s" % (url, status, auth_hint(status))
     return raw.decode("utf-8", "replace")[:limit_chars], None
 
 

@@ -10,6 +10,7 @@ import os
 import time
 
 from . import gate_http, gate_load
+from .api_key import read_api_key, redact
 from .files import safe_join, write_atomic
 from .wire import Code, OpFailed
 from .wire_results import GateMeasurement, ReplayStats
@@ -24,7 +25,8 @@ def op_gate_measure(ctx, args):
     The paths save_as and read_as are checked and the stored measurement read before any
     request. Without prompts, those of the stored measurement are replayed (with its
     max_new_tokens). Raises OpFailed(bad_args) without prompts or with a concurrency below 1,
-    OpFailed(unsafe_path) for a path that leaves the state dir, OpFailed(backup_unreadable)
+    OpFailed(unsafe_path) for a path that leaves the state dir, OpFailed(api_key_unreadable)
+    naming the key's file or variable, OpFailed(backup_unreadable)
     for a stored measurement that is not a JSON object, OpFailed(state_dir_unwritable) when
     save_as cannot be written (the measurement is the failure's data).
     """
@@ -36,8 +38,11 @@ def op_gate_measure(ctx, args):
             stored_args["max_new_tokens"] = stored["max_new_tokens"]
         args = dataclasses.replace(args, **stored_args)
     _check_args(args)
+    api_key, key_error = read_api_key(args.api_key_file, args.api_key_env)
+    if key_error:
+        raise OpFailed(Code.API_KEY_UNREADABLE, key_error)
     base = args.server_url.rstrip("/")
-    opener = gate_http.build_opener()
+    opener = gate_http.build_opener(api_key)
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     algorithm = gate_http.server_algorithm(opener, base, args.request_timeout_s)
     metrics_before, error_before = _metrics(opener, base, args)
@@ -69,6 +74,10 @@ def op_gate_measure(ctx, args):
         prompts=list(args.prompts),
         max_new_tokens=args.max_new_tokens,
     )
+    if api_key:  # a server that echoes its key (sglang's /server_info does) must not leak it
+        measurement = GateMeasurement.from_dict(
+            json.loads(redact(json.dumps(measurement.to_dict()), api_key))
+        )
     if save_path:
         data = json.dumps(measurement.to_dict(), sort_keys=True).encode()
         try:

@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 
+from .api_key import read_api_key
 from .files import append_line, check_owners, check_serve_path, now_utc, safe_join
+from .locate import locate_package
 from .pure import classify_file, sha256_bytes, sha256_file
 from .state import (
     UNFINISHED,
@@ -28,16 +30,20 @@ GPU_QUERY_TIMEOUT_S = 20
 
 
 def op_facts(ctx, args):
-    """Return Facts: python, installed package version, hashes of args.paths, free disk
-    (bytes), GPUs, lock, journal tail, unfinished deploys, backups, the serve file."""
+    """Return Facts: python, installed package version, where its files are (from its
+    import spec: a wheel's site-packages or an editable install's source tree), hashes of
+    args.paths there, free disk (bytes), GPUs, lock, journal tail, unfinished deploys,
+    backups, the serve file, and whether the API key can be read (not the key)."""
     dist = find_distribution(args.package)
     site = str(dist.locate_file("")) if dist else None
-    record = _record_hashes(dist, set(args.paths))
+    located = locate_package(args.package, dist)
+    root = located.root
+    record = _record_hashes(dist, set(args.paths)) if located.kind == "wheel" else {}
     files = {}
     for rel in args.paths:
         sha, unsafe = None, None
         try:
-            full = safe_join(site, rel) if site else None
+            full = safe_join(root, rel) if root else None
             sha = sha256_file(full) if full else None
         except OpFailed as exc:  # a symlink leading outside: check_plan refuses it
             unsafe = str(exc)
@@ -55,6 +61,8 @@ def op_facts(ctx, args):
         agent_pid=os.getpid(),
         site_packages=site,
         package_version=dist.version if dist else None,
+        package_root=root,
+        install_kind=located.kind,
         files=files,
         state_dir_free_bytes=shutil.disk_usage(probe).free,
         gpus=_gpus(),
@@ -64,6 +72,8 @@ def op_facts(ctx, args):
         pending=[d for d in deploys if d.get("state") in UNFINISHED],
         backups=list_backups(ctx),
         user=_effective_user(),
+        locate_error=located.error,
+        api_key_error=read_api_key(args.api_key_file, args.api_key_env)[1],
     )
 
 
@@ -121,8 +131,8 @@ def _gpus():
 
 def op_check_plan(ctx, args):
     """Return PlanResult (state per path), or refuse before locking: locked, unfinished
-    deploy, wrong version, unsafe path (also: a file to write whose owner this agent could
-    not keep), drift.
+    deploy, wrong version, package not importable where it is installed, unreadable API key,
+    unsafe path (also: a file to write whose owner this agent could not keep), drift.
 
     Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
     idempotent re-push costs one round trip. Needs the facts op earlier in the request.
@@ -141,6 +151,10 @@ def op_check_plan(ctx, args):
             "installed %s is %s, patchset targets %s"
             % (args.package, facts.package_version, args.target_version),
         )
+    if facts.locate_error:
+        raise OpFailed(Code.PACKAGE_NOT_FOUND, facts.locate_error)
+    if facts.api_key_error:
+        raise OpFailed(Code.API_KEY_UNREADABLE, facts.api_key_error)
     unsafe = [f.unsafe for f in facts.files.values() if f.unsafe]
     if unsafe:
         raise OpFailed(Code.UNSAFE_PATH, "; ".join(unsafe))
@@ -161,7 +175,8 @@ def op_check_plan(ctx, args):
         raise OpHalt(Code.NO_CHANGES, "already at the target result hashes", {"files": states})
     # A file that will be written must keep its owner (the serve file's path is absolute).
     changing = [p for p, st in states.items() if st != "unchanged"]
-    check_owners([p if p.startswith("/") else safe_join(facts.site_packages, p) for p in changing])
+    root = facts.package_root or facts.site_packages
+    check_owners([p if p.startswith("/") else safe_join(root, p) for p in changing])
     return PlanResult(files=states)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+from .api_key import read_api_key, redact
 from .files import write_atomic
 from .wire import Code, OpFailed
 from .wire_results import SmokeResult
@@ -31,7 +32,14 @@ def run_argv(argv, timeout_s):
 
 
 def _service_log(service):
-    """Return the service's last 50 log lines: journalctl for systemd, else its log_file."""
+    """Return the service's last 50 log lines (journalctl for systemd, else its log_file),
+    the server's API key redacted: sglang logs its server args, key included, at start."""
+    key = read_api_key(service.api_key_file, service.api_key_env)[0]
+    return redact(_read_log(service), key)
+
+
+def _read_log(service):
+    """Return the service's last 50 log lines as they are."""
     if service.kind == "systemd":
         argv = ["journalctl", "-u", service.unit, "-n", "50", "--no-pager"]
         return run_argv(argv, LOG_TIMEOUT_S)[1]

@@ -50,6 +50,8 @@ class Code(str, Enum):
     DRIFT = "drift"
     UNSAFE_PATH = "unsafe_path"
     STATE_DIR_UNWRITABLE = "state_dir_unwritable"
+    PACKAGE_NOT_FOUND = "package_not_found"  # installed, but not importable where it says
+    API_KEY_UNREADABLE = "api_key_unreadable"  # smoke.api_key_file/env gives no key
     # failures while changing the host
     BACKUP_CORRUPT = "backup_corrupt"
     PATCH_FAILED = "patch_failed"
@@ -107,7 +109,8 @@ def bundle_hash(sources: Dict[str, str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class FileSpec(Record):
-    """One patchset file: where it goes (relative to site-packages) and its sha256s.
+    """One patchset file: where it goes (relative to the package root: site-packages for a
+    wheel, the source tree for an editable install) and its sha256s.
 
     A patch carries `diff` (unified diff text), a new file `content_b64`; check_plan gets
     neither. `upgrade_sha256`: results of other locked versions, so an upgrade is no drift.
@@ -134,12 +137,15 @@ class ServeSpec(Record):
 
 @dataclasses.dataclass(frozen=True)
 class FactsArgs(Record):
-    """facts: the package to look up, the paths to hash, the serve file to read."""
+    """facts: the package to look up, the paths to hash, the serve file to read, and where
+    the server's API key is (a file or an environment variable: checked, never sent back)."""
 
     paths: List[str] = dataclasses.field(default_factory=list)
     package: str = "sglang"
     serve_path: Optional[str] = None
     journal_lines: int = 5
+    api_key_file: Optional[str] = None
+    api_key_env: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +190,8 @@ class JournalArgs(Record):
 
 @dataclasses.dataclass(frozen=True)
 class BackupArgs(Record):
-    """backup: the files (relative to site_packages) and serve file to copy aside."""
+    """backup: the files (relative to site_packages, the package root facts found) and
+    serve file to copy aside."""
 
     deploy_id: str
     site_packages: str

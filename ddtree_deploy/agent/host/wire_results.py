@@ -66,8 +66,9 @@ class ServeFound(Record):
 
 @dataclasses.dataclass(frozen=True)
 class FileFacts(Record):
-    """One patched path on the host: sha256 now, sha256 in the dist's RECORD, and why it
-    is unsafe (a symlink leading out of site-packages), if it is."""
+    """One patched path on the host: sha256 now, sha256 in the dist's RECORD (None for an
+    editable install, whose RECORD lists no package files: the lock's base hashes judge it),
+    and why it is unsafe (a symlink leading out of the package root), if it is."""
 
     OMIT_IF_NONE = ("unsafe",)
     sha256: Optional[str]
@@ -80,6 +81,12 @@ class Facts(Record):
     """What the facts op found on the host.
 
     site_packages/package_version are None when the package is not installed;
+    site_packages is where its dist-info lies, package_root the directory the patchset's
+    paths are relative to (the package's parent dir, found from its import spec: the same as
+    site_packages for a wheel, the source tree for an editable install), install_kind
+    "wheel" | "editable"; locate_error says why the package cannot be patched where Python
+    imports it (package_root is then None). api_key_error: why the inventory's API key
+    (smoke.api_key_file / api_key_env) cannot be read on the host (never the key itself);
     state_dir_free_bytes is the free space (bytes) of the filesystem holding the state dir;
     lock is the lock record or None; journal_tail is the journal's last lines, deploys each
     deploy's latest entry (pending: those still unfinished), backups the backup dirs;
@@ -87,6 +94,7 @@ class Facts(Record):
     """
 
     NESTED = (("serve", ServeFound, "one"), ("files", FileFacts, "map"))
+    OMIT_IF_NONE = ("locate_error", "api_key_error")
     serve: Optional[ServeFound]
     python: str
     executable: str
@@ -94,6 +102,8 @@ class Facts(Record):
     agent_pid: int
     site_packages: Optional[str]
     package_version: Optional[str]
+    package_root: Optional[str]
+    install_kind: Optional[str]
     files: Dict[str, FileFacts]
     state_dir_free_bytes: int
     gpus: List[str]
@@ -103,6 +113,8 @@ class Facts(Record):
     pending: List[JournalEntry]
     backups: List[BackupEntry]
     user: Optional[str] = None
+    locate_error: Optional[str] = None
+    api_key_error: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,11 @@ from .record import Record
 
 @dataclasses.dataclass(frozen=True)
 class Service(Record):
-    """How the host's server restarts and answers health checks (argv lists, no shell)."""
+    """How the host's server restarts and answers health checks (argv lists, no shell).
+
+    api_key_file / api_key_env: where the server's API key is on the host, so the log tail
+    sent back with a failure has it redacted (sglang logs its server args at start).
+    """
 
     kind: str
     unit: Optional[str] = None
@@ -22,6 +26,8 @@ class Service(Record):
     health_url: str = "http://127.0.0.1:30000/health_generate"
     ready_timeout_s: float = 600.0
     poll_interval_s: float = 1.0
+    api_key_file: Optional[str] = None
+    api_key_env: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +78,8 @@ class GateArgs(Record):
     (baseline | after | rollback | check). save_as: where to write the measurement as JSON
     (0600), relative to the state dir (e.g. backups/<deploy_id>/gate-baseline.json); read_as:
     a stored measurement to return beside it (the `gate` command's recorded baseline).
+    api_key_file / api_key_env: where the server's API key is on the host (sent as
+    `Authorization: Bearer` to every path but /health* and /metrics).
     """
 
     server_url: str
@@ -89,3 +97,5 @@ class GateArgs(Record):
     metrics: bool = False
     save_as: Optional[str] = None
     read_as: Optional[str] = None
+    api_key_file: Optional[str] = None
+    api_key_env: Optional[str] = None
