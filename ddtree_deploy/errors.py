@@ -6,13 +6,15 @@ DeployError
 │   └── PatchsetError
 └── TransportError       cannot talk to a host
     ├── ConnectError     the host was never reached: nothing ran there
-    │   └── HostKeyError unknown or changed host key
+    │   ├── HostKeyError unknown or changed host key
+    │   └── ContainerError the container's agent could not start (bad container config)
     └── AgentError       the remote agent answered something we cannot read
 """
 
 __all__ = [
     "AgentError",
     "ConfigError",
+    "ContainerError",
     "DeployError",
     "HostKeyError",
     "InventoryError",
@@ -55,6 +57,11 @@ class ConnectError(TransportError):
 
 class HostKeyError(ConnectError):
     """The host's key is unknown or differs from known_hosts; we never add keys silently."""
+
+
+class ContainerError(ConnectError):
+    """The agent could not be started in the host's container: no runtime on the host, no
+    such container, not running, or no such python inside it. Nothing ran: bad input."""
 
 
 class AgentError(TransportError):

@@ -159,6 +159,7 @@ EXPORTED = {
     "ddtree_deploy.errors": [
         "AgentError",
         "ConfigError",
+        "ContainerError",
         "DeployError",
         "HostKeyError",
         "InventoryError",

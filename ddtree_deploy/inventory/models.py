@@ -12,6 +12,8 @@ from ddtree_deploy.patchset.models import LosslessPrompt, ServeConfig
 
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
 DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
+# Docker's and podman's container names (or an id): no leading '-', so never an option.
+CONTAINER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
 class _Strict(BaseModel):
@@ -25,7 +27,9 @@ class ServiceSpec(_Strict):
     metacharacters in them are plain argument text.
     """
 
-    kind: Literal["systemd", "command", "none"] = "none"
+    # container: `RUNTIME restart NAME` on the host (the host's `container`), health polled by
+    # the agent inside the container (where the server listens).
+    kind: Literal["systemd", "command", "container", "none"] = "none"
     unit: str | None = None
     start: str | None = None
     stop: str | None = None
@@ -130,9 +134,11 @@ class Host(_Strict):
     become: Literal["sudo"] | None = None
     become_user: str = "root"
     # The agent runs inside this container (`RUNTIME exec -i NAME PYTHON`); python is the
-    # container's.
-    container: str | None = None
+    # container's. The host's own python (host_python) runs the host side: the container's
+    # inspect and restart, and the relay into the container (transport/launch.py).
+    container: str | None = Field(default=None, pattern=CONTAINER_NAME)
     container_runtime: Literal["docker", "podman"] = "docker"
+    host_python: str = "/usr/bin/python3"
     state_dir: str = DEFAULT_STATE_DIR
     groups: tuple[str, ...] = ()
     gpus: int = Field(default=0, ge=0)
@@ -146,7 +152,7 @@ class Host(_Strict):
     # The prompts of gate.prompts (a JSONL file, relative to the inventory), read at load.
     gate_prompts: tuple[dict[str, object], ...] = ()
 
-    @field_validator("python", "state_dir")
+    @field_validator("python", "host_python", "state_dir")
     @classmethod
     def _absolute(cls, value: str) -> str:
         if not value.startswith("/"):
@@ -154,6 +160,12 @@ class Host(_Strict):
         if "\x00" in value or "\n" in value:
             raise ValueError("must not contain NUL or newline")
         return value
+
+    @model_validator(mode="after")
+    def _container_service(self) -> Host:
+        if self.service.kind == "container" and not self.container:
+            raise ValueError("service kind = 'container' needs the host's 'container'")
+        return self
 
     @property
     def label(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.wire_results import LockRecord
-from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
+from ddtree_deploy.errors import ConnectError, ContainerError, HostKeyError, TransportError
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.results import HostResult, Outcome
@@ -164,8 +164,9 @@ class HostRun:
 
 
 def unreachable_result(run: HostRun, exc: TransportError) -> HostResult:
-    """The host could not be talked to: a host key that is unknown or CHANGED is refused
-    config (exit 2); anything else means the host needs attention (exit 3)."""
-    if isinstance(exc, HostKeyError):
+    """The host could not be talked to: a host key that is unknown or CHANGED, or a
+    container whose agent cannot start, is refused config (exit 2); anything else means
+    the host needs attention (exit 3)."""
+    if isinstance(exc, HostKeyError | ContainerError):
         return run.result(Outcome.REFUSED, f"refused: {exc}")
     return run.result(Outcome.NEEDS_ATTENTION, f"unreachable: {exc}")

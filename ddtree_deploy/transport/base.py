@@ -7,7 +7,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
+from ddtree_deploy.agent.host import wire_container
+from ddtree_deploy.errors import ContainerError, TransportError
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.transport.launch import container_spec
 
 
 @dataclass
@@ -29,7 +32,14 @@ class Transport(ABC):
         self.stats = TransportStats()
 
     def call(self, request: AgentRequest) -> AgentResponse:
-        """Send one request; raises TransportError/AgentError if no answer comes back."""
+        """Send one request; raises TransportError/AgentError if no answer comes back.
+
+        On a container host the request names the container (the host's agent relays it);
+        raises ContainerError when that agent could not be started (nothing ran) and
+        TransportError when it died mid-request.
+        """
+        if request.container is None and (spec := container_spec(self.host)) is not None:
+            request = request.model_copy(update={"container": spec})
         payload = encode_request(request)
         started = time.monotonic()
         stdout, stderr, exit_code = self._exec_agent(payload)
@@ -38,6 +48,7 @@ class Transport(ABC):
         self.stats.bytes_received += len(stdout) + len(stderr)
         response = decode_response(self.host.name, stdout, stderr, exit_code)
         response.wall_s = round(time.monotonic() - started, 4)
+        raise_relay_failure(self.host, response)
         return response
 
     @abstractmethod
@@ -53,3 +64,14 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def raise_relay_failure(host: Host, response: AgentResponse) -> None:
+    """Raise what a container host's relay said about a request it could not run: a
+    ContainerError (nothing ran: bad container config) or a TransportError (its agent in
+    the container died mid-request, like a lost link); return for any other answer."""
+    message = f"container {host.container!r}: {response.error}"
+    if response.code == wire_container.NOT_STARTED:
+        raise ContainerError(host.name, message)
+    if response.code == wire_container.AGENT_LOST:
+        raise TransportError(host.name, message)

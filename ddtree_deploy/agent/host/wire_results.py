@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional, TypedDict
 
 from .record import Record
+from .wire_container import ContainerFacts
 
 # The host's state files, as the facts op reads them back: plain JSON objects written by
 # older agents too, so these are key names for the type checker (total=False: any may be
@@ -40,6 +41,8 @@ class JournalEntry(TypedDict, total=False):
     reason: str
     error: str
     raw: str
+    container_id: str
+    image: Optional[str]
 
 
 class BackupEntry(TypedDict):
@@ -83,9 +86,16 @@ class Facts(Record):
     state_dir_free_bytes is the free space (bytes) of the filesystem holding the state dir;
     lock is the lock record or None; journal_tail is the journal's last lines, deploys each
     deploy's latest entry (pending: those still unfinished), backups the backup dirs.
+    container: on a container host, the container as inspected from the host (the relay
+    adds it; None elsewhere).
     """
 
-    NESTED = (("serve", ServeFound, "one"), ("files", FileFacts, "map"))
+    NESTED = (
+        ("serve", ServeFound, "one"),
+        ("files", FileFacts, "map"),
+        ("container", ContainerFacts, "one"),
+    )
+    OMIT_IF_NONE = ("container",)
     serve: Optional[ServeFound]
     python: str
     executable: str
@@ -101,6 +111,7 @@ class Facts(Record):
     deploys: List[JournalEntry]
     pending: List[JournalEntry]
     backups: List[BackupEntry]
+    container: Optional[ContainerFacts] = None
 
 
 @dataclasses.dataclass(frozen=True)
