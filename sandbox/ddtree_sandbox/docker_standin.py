@@ -52,7 +52,7 @@ def state_dir() -> Path:
 def log_verb(*words: str) -> None:
     """Append one line (time, verb, its arguments) to verbs.log: tests read what ran."""
     with open(state_dir() / "verbs.log", "a") as fh:
-        fh.write("%.3f %s\n" % (time.time(), " ".join(words)))
+        fh.write("{:.3f} {}\n".format(time.time(), " ".join(words)))
 
 
 def fail(message: str, code: int = 1) -> int:
@@ -75,8 +75,8 @@ def init_pid(name: str) -> int | None:
     """The host pid of the container's init while it runs, else None."""
     try:
         pid = int((container_dir(name) / "pid").read_text())
-        stat = Path("/proc/%d/stat" % pid).read_text()
-        cmdline = Path("/proc/%d/cmdline" % pid).read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return None
     state = stat[stat.rfind(")") + 2 :].split()[0]
@@ -101,9 +101,9 @@ def start(name: str) -> int:
         if init_pid(name) is not None:
             return 0
         if proc.poll() is not None:
-            return fail("container %s exited at once (exit %s)" % (name, proc.returncode), 125)
+            return fail(f"container {name} exited at once (exit {proc.returncode})", 125)
         time.sleep(0.02)
-    return fail("container %s did not start in %ss" % (name, START_TIMEOUT_S), 125)
+    return fail(f"container {name} did not start in {START_TIMEOUT_S}s", 125)
 
 
 def stop(name: str, timeout_s: float) -> None:
@@ -135,19 +135,22 @@ def cmd_run(args: list[str]) -> int:
         elif flag.startswith("--network="):
             network = flag.split("=", 1)[1]
         else:
-            return fail("docker stand-in: unsupported run flag %s" % flag, 125)
+            return fail(f"docker stand-in: unsupported run flag {flag}", 125)
     if not name or len(rest) < 2:
         return fail("usage: docker run -d --name N [--network host] IMAGE CMD...", 125)
     image, cmd = rest[0], rest[1:]
     log_verb("run", name, image)
     image_dir = state_dir() / "images" / image
     if not image_dir.is_dir():
-        return fail("Unable to find image '%s' locally" % image, 125)
+        return fail(f"Unable to find image '{image}' locally", 125)
     cdir = container_dir(name)
     if cdir.exists():
         old = read_config(name) or {}
-        message = 'docker: Error response from daemon: Conflict. The container name "/%s" is '
-        return fail(message % name + 'already in use by container "%s".' % old.get("Id"), 125)
+        message = (
+            f'docker: Error response from daemon: Conflict. The container name "/{name}" is '
+            f'already in use by container "{old.get("Id")}".'
+        )
+        return fail(message, 125)
     for sub in ("upper", "work"):
         (cdir / sub).mkdir(parents=True)
     config = {
@@ -168,7 +171,7 @@ def cmd_run(args: list[str]) -> int:
 
 def _find_in_container(pid: int, program: str) -> bool:
     """Whether `program` (absolute, or looked up on PATH) exists in the container's root."""
-    root = "/proc/%d/root" % pid
+    root = f"/proc/{pid}/root"
     if program.startswith("/"):
         return os.access(root + program, os.X_OK)
     dirs = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -185,14 +188,14 @@ def cmd_exec(args: list[str]) -> int:
     log_verb("exec", name, cmd[0])
     config = read_config(name)
     if config is None:
-        return fail("Error response from daemon: No such container: %s" % name)
+        return fail(f"Error response from daemon: No such container: {name}")
     pid = init_pid(name)
     if pid is None:
-        return fail("Error response from daemon: container %s is not running" % config["Id"])
+        return fail("Error response from daemon: container {} is not running".format(config["Id"]))
     if not _find_in_container(pid, cmd[0]):
         message = (
             "OCI runtime exec failed: exec failed: unable to start container process: "
-            'exec: "%s": stat %s: no such file or directory: unknown' % (cmd[0], cmd[0])
+            f'exec: "{cmd[0]}": stat {cmd[0]}: no such file or directory: unknown'
         )
         return fail(message, 126)
     spaces = ["-m", "-p"] + ([] if config["Network"] == "host" else ["-n"])
@@ -211,7 +214,7 @@ def cmd_restart(args: list[str]) -> int:
     name = rest[0]
     log_verb("restart", name)
     if read_config(name) is None:
-        return fail("Error response from daemon: No such container: %s" % name)
+        return fail(f"Error response from daemon: No such container: {name}")
     stop(name, timeout_s)
     code = start(name)
     if code == 0:
@@ -227,10 +230,10 @@ def cmd_rm(args: list[str]) -> int:
     name = rest[0]
     log_verb("rm", name)
     if read_config(name) is None:
-        return fail("Error response from daemon: No such container: %s" % name)
+        return fail(f"Error response from daemon: No such container: {name}")
     if init_pid(name) is not None:
         if not force:
-            return fail("Error response from daemon: container %s is running: use -f" % name)
+            return fail(f"Error response from daemon: container {name} is running: use -f")
         stop(name, 0.0)
     shutil.rmtree(container_dir(name))
     print(name)
@@ -248,7 +251,7 @@ def cmd_inspect(args: list[str]) -> int:
     config = read_config(name)
     if config is None:
         print("[]")
-        return fail("Error: No such container: %s" % name)
+        return fail(f"Error: No such container: {name}")
     pid = init_pid(name)
     try:
         started = (container_dir(name) / "started_at").read_text().strip()
@@ -278,7 +281,7 @@ def cmd_logs(args: list[str]) -> int:
         rest.pop(0)
         tail = int(rest.pop(0))
     if len(rest) != 1 or read_config(rest[0]) is None:
-        return fail("Error response from daemon: No such container: %s" % " ".join(rest))
+        return fail("Error response from daemon: No such container: {}".format(" ".join(rest)))
     lines = (container_dir(rest[0]) / "console.log").read_text(errors="replace").splitlines()
     print("\n".join(lines[-tail:] if tail else lines))
     return 0
@@ -290,7 +293,7 @@ def container_init(cdir: Path) -> int:
     every child, and exit with the main process's code."""
     config = json.loads((cdir / "config.json").read_text())
     host_pid = int(os.readlink("/proc/self"))  # the host's /proc: the host's pid of us
-    overlay = "lowerdir=%s,upperdir=%s,workdir=%s" % (
+    overlay = "lowerdir={},upperdir={},workdir={}".format(
         config["ImageDir"],
         cdir / "upper",
         cdir / "work",
@@ -329,7 +332,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == INIT_MARKER:
         return container_init(Path(argv[2]))
     if len(argv) < 2 or argv[1] not in VERBS:
-        return fail("docker stand-in (a test fixture): verbs %s" % ", ".join(VERBS), 125)
+        return fail("docker stand-in (a test fixture): verbs {}".format(", ".join(VERBS)), 125)
     return VERBS[argv[1]](argv[2:])
 
 
