@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
 from ddtree_deploy.agent.host import wire_container
-from ddtree_deploy.errors import ContainerError, TransportError
+from ddtree_deploy.errors import AgentError, ContainerError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.launch import container_spec
 
@@ -24,6 +24,10 @@ class TransportStats:
     bytes_received: int = 0
 
 
+# A shell's (and a container runtime's) exit codes for "cannot execute" and "not found".
+CANNOT_START = (126, 127)
+
+
 class Transport(ABC):
     """Runs the agent on one host; `call` is one round trip (one exec)."""
 
@@ -35,8 +39,8 @@ class Transport(ABC):
         """Send one request; raises TransportError/AgentError if no answer comes back.
 
         On a container host the request names the container (the host's agent relays it);
-        raises ContainerError when that agent could not be started (nothing ran) and
-        TransportError when it died mid-request.
+        raises ContainerError when that agent, or the host's python that relays to it,
+        could not be started (nothing ran) and TransportError when it died mid-request.
         """
         if request.container is None and (spec := container_spec(self.host)) is not None:
             request = request.model_copy(update={"container": spec})
@@ -46,7 +50,13 @@ class Transport(ABC):
         self.stats.execs += 1
         self.stats.bytes_sent += len(payload)
         self.stats.bytes_received += len(stdout) + len(stderr)
-        response = decode_response(self.host.name, stdout, stderr, exit_code)
+        try:
+            response = decode_response(self.host.name, stdout, stderr, exit_code)
+        except AgentError as exc:
+            if self.host.container and exit_code in CANNOT_START:
+                message = f"the host's python {self.host.host_python} cannot run: {exc}"
+                raise ContainerError(self.host.name, message) from None
+            raise
         response.wall_s = round(time.monotonic() - started, 4)
         raise_relay_failure(self.host, response)
         return response

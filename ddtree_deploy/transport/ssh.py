@@ -88,7 +88,7 @@ class SSHTransport(Transport):
             if self._session is None or self._stdout is None:
                 self._session, self._stdout = self._start_session()
             session, stdout = self._session, self._stdout
-            session.sendall(payload)
+            _send_unless_exited(session, payload)
             out = bytearray()
             while True:  # the answer ends with the END sentinel line
                 line = stdout.readline()
@@ -111,7 +111,7 @@ class SSHTransport(Transport):
             raise TransportError(self.host.name, "connection lost: no SSH transport")
         channel = transport.open_session()
         channel.exec_command(agent_line(self.host))
-        channel.sendall(packed_agent())
+        _send_unless_exited(channel, packed_agent())
         self.stats.sessions += 1
         return channel, channel.makefile("rb")
 
@@ -132,3 +132,14 @@ class SSHTransport(Transport):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _send_unless_exited(channel: paramiko.Channel, data: bytes) -> None:
+    """Send `data` to the agent; if its process already exited (its python, or a wrapper
+    such as the container's, could not start) skip it: reading the answer then finds EOF
+    and reports the exit code and stderr. Raises what Paramiko raises otherwise."""
+    try:
+        channel.sendall(data)
+    except (paramiko.SSHException, OSError):
+        if not channel.exit_status_ready():
+            raise
