@@ -62,7 +62,7 @@ def test_inspect_output_of_docker_and_podman():
     spec = ContainerSpec(runtime="docker", name="sg0", argv=[])
     docker = [{"Id": "ab" * 32, "Image": "sha256:" + "0" * 64,
                "Config": {"Image": "lmsysorg/sglang:latest"},
-               "State": {"Running": True, "Pid": 42, "StartedAt": "2026-11-30T00:00:00Z"}}]  # fmt: skip
+               "State": {"Running": True, "Pid": 42, "StartedAt": "2026-11-30"}}]  # fmt: skip
     found = read_inspect(spec, docker)
     assert (found.id, found.image, found.running, found.pid) == (
         "ab" * 32,
