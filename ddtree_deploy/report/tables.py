@@ -35,7 +35,7 @@ def facts_table(results: list[HostResult]) -> Table:
         match = sum(1 for v in files.values() if v["sha256"] == v["record_sha256"])
         lock = f["lock"]["holder"] if f.get("lock") else "-"
         table.add_row(
-            _plain(r.host),
+            _plain(r.host + _container_note(f.get("container"))),
             _plain(f["python"]),
             _plain(f["package_version"]),
             _plain(f["site_packages"]),
@@ -45,6 +45,13 @@ def facts_table(results: list[HostResult]) -> Table:
             f"{match}/{len(files)} base files match RECORD" if files else "-",
         )
     return table
+
+
+def _container_note(container: dict[str, Any] | None) -> str:
+    """` [NAME ID12 IMAGE]` for a container host's facts, "" for any other host."""
+    if not container:
+        return ""
+    return f" [{container['name']} {container['id'][:12]} {container['image']}]"
 
 
 def _suite_verdict(suite: dict[str, Any]) -> str:

@@ -93,6 +93,7 @@ def test_hosts_check_and_status_report_the_container(bench):
     for host, found in (("c0", sg0), ("c1", sg1)):
         end = summary(done.stdout, host)
         assert f"container {found['Name'][1:]} {found['Id'][:12]} (image {IMAGE})" in end["message"]
+        assert found["Id"][:12] in done.stderr  # the people's table names it too
     done = bench.cli("status", "-H", "c0", "--check", "--json")
     assert done.returncode == 0, done.stderr  # negative control: the patch is in place
     assert summary(done.stdout, "c0")["message"].startswith(f"deployed: {PATCHSET}; container sg0")
