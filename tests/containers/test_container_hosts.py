@@ -18,6 +18,7 @@ from tests.support import make_patchset
 pytestmark = pytest.mark.hosts
 SITE = "venv/lib/python3.11/site-packages"  # under /srv: the image, the container's /srv
 PATCHSET = "ddtree@1.0.0"
+HEALTH_GET = '"GET /health_generate HTTP/1.1" 200'
 
 
 def sha256(path: Path) -> str | None:
@@ -57,6 +58,7 @@ def test_push_lands_in_the_container_and_restarts_it_through_the_runtime(bench, 
     assert container_view(bench, "sg0") == image_before  # the container starts as its image
     before = containers.inspect("sg0")
     verbs_seen = len(containers.verbs())
+    sg1_polls = containers.console("sg1").count(HEALTH_GET)
     done = bench.cli("push", "-H", "c0", "-p", PATCHSET, "--json", patchsets=patchsets)
     assert done.returncode == 0, done.stderr
     verbs = containers.verbs()[verbs_seen:]
@@ -79,8 +81,13 @@ def test_push_lands_in_the_container_and_restarts_it_through_the_runtime(bench, 
     after = containers.inspect("sg0")
     assert after["Id"] == before["Id"]
     assert after["State"]["Pid"] != before["State"]["Pid"]  # the runtime restarted it
-    # the restarted server imported the patched sglang (a module only the patch adds)
-    assert "imported sglang.srt.speculative.ddtree_utils" in containers.console("sg0")
+    # the restarted server imported the patched sglang (a module only the patch adds), and
+    # health was polled where it listens: inside sg0's own network namespace. sg1 listens on
+    # the same address and port in the host's network: a poll from the host would reach it.
+    restarted = containers.console("sg0").rsplit("stub server starting", 1)[1]
+    assert "imported sglang.srt.speculative.ddtree_utils" in restarted
+    assert HEALTH_GET in restarted
+    assert containers.console("sg1").count(HEALTH_GET) == sg1_polls
     committed = [e for e in journal_entries(bench, "sg0") if e["state"] == "committed"]
     assert committed[-1]["container_id"] == after["Id"]
     assert committed[-1]["image"] == IMAGE
