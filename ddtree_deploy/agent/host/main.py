@@ -4,7 +4,8 @@ For each request the agent runs its ops in order and stops at the first failed (
 halted) op; every error comes back as data. One agent process serves every request of a
 command, so a request costs one round trip. SIGHUP is ignored, so an install completes even
 when the SSH channel drops mid-call; a flock on the state dir keeps an orphaned agent's
-install from racing the controller's rollback.
+install from racing the controller's rollback. On a container host this process runs on the
+host and relays each request into the container's agent (relay.py).
 """
 
 import functools
