@@ -8,7 +8,8 @@ DeployError
     ├── ConnectError     the host was never reached: nothing ran there
     │   ├── HostKeyError unknown or changed host key (on any hop of the route)
     │   ├── RouteError   ssh_config or a jump chain names no usable route (refused)
-    │   └── BecomeError  sudo refused to start the agent (password, denied, no sudo)
+    │   ├── BecomeError  sudo refused to start the agent (password, denied, no sudo)
+    │   └── ContainerError the container's agent could not start (bad container config)
     └── AgentError       the remote agent answered something we cannot read
 """
 
@@ -16,6 +17,7 @@ __all__ = [
     "AgentError",
     "BecomeError",
     "ConfigError",
+    "ContainerError",
     "DeployError",
     "HostKeyError",
     "InventoryError",
@@ -64,6 +66,11 @@ class HostKeyError(ConnectError):
 class RouteError(ConnectError):
     """The route to the host cannot be built: a bad ssh_config value or ProxyJump, a jump
     chain that loops; refused before any connection, like bad inventory input."""
+
+
+class ContainerError(ConnectError):
+    """The agent could not be started in the host's container: no runtime on the host, no
+    such container, not running, or no such python inside it. Nothing ran: bad input."""
 
 
 class AgentError(TransportError):

@@ -160,6 +160,7 @@ EXPORTED = {
         "AgentError",
         "BecomeError",
         "ConfigError",
+        "ContainerError",
         "DeployError",
         "HostKeyError",
         "InventoryError",

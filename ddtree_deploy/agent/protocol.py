@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import shlex
-import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,12 +74,15 @@ class AgentRequest(BaseModel):
     """One round trip: ops run in order on the host, state under `state_dir`.
 
     agent_version is the controller's bundle hash; an agent built from another bundle
-    refuses the request ("agent version mismatch").
+    refuses the request ("agent version mismatch"). container: on a container host, the
+    wire_container.ContainerSpec (as a dict) the host's agent relays the request into
+    (the transport sets it, transport/launch.py).
     """
 
     state_dir: str
     ops: list[Op]
     agent_version: str = Field(default_factory=agent_version)
+    container: dict[str, Any] | None = None
 
 
 class OpResult(BaseModel):
@@ -103,11 +104,14 @@ class OpResult(BaseModel):
 
 
 class AgentResponse(BaseModel):
-    """The answer to one request: one OpResult per op run; `error` when none could run."""
+    """The answer to one request: one OpResult per op run; `error` when none could run,
+    and `code` when a container host's relay says why (wire_container.NOT_STARTED,
+    AGENT_LOST: the transport turns those into errors)."""
 
     ok: bool
     results: list[OpResult]
     error: str | None = None
+    code: str | None = None
     wall_s: float = 0.0
 
     def result(self, op: str) -> OpResult | None:
@@ -143,8 +147,7 @@ class AgentResponse(BaseModel):
 @cache
 def packed_agent() -> bytes:
     """The first stdin line of an agent process: the bundle as base64(zlib(JSON))."""
-    packed = json.dumps(bundle(), sort_keys=True).encode()
-    return base64.b64encode(zlib.compress(packed, 9)) + b"\n"
+    return wire.pack_bundle(bundle())
 
 
 def agent_command(python: str) -> list[str]:

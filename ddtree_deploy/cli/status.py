@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -24,8 +25,15 @@ def status(
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Exit 3 when a deployed patch is gone (its container was recreated).",
+        ),
+    ] = False,
 ) -> None:
-    """Deployed patchset per host, drift, lock, last journal entries, backups."""
+    """Deployed patchset per host, drift, lock, last journal entries, backups, container."""
     hosts = run.targets.resolve()
-    fn = read_only_fn(status_host, patchset, patchsets_dir, strict)
+    fn = read_only_fn(partial(status_host, check=check), patchset, patchsets_dir, strict)
     run_and_exit(run, "status", hosts, fn, table=status_table)

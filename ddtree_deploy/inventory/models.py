@@ -16,6 +16,8 @@ DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
 # become_user: a POSIX-style login name (useradd's rule, upper case allowed, 32 chars) or
 # sudo's "#UID" form; it is passed to `sudo -u` as one argument, so it never starts with "-".
 USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|#[0-9]{1,10}")
+# Docker's and podman's container names (or an id): no leading '-', so never an option.
+CONTAINER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
 class _Strict(BaseModel):
@@ -29,7 +31,9 @@ class ServiceSpec(_Strict):
     metacharacters in them are plain argument text.
     """
 
-    kind: Literal["systemd", "command", "none"] = "none"
+    # container: `RUNTIME restart NAME` on the host (the host's `container`), health polled by
+    # the agent inside the container (where the server listens).
+    kind: Literal["systemd", "command", "container", "none"] = "none"
     unit: str | None = None
     start: str | None = None
     stop: str | None = None
@@ -160,9 +164,11 @@ class Host(_Strict):
     become: Literal["sudo"] | None = None
     become_user: str = "root"
     # The agent runs inside this container (`RUNTIME exec -i NAME PYTHON`); python is the
-    # container's.
-    container: str | None = None
+    # container's. The host's own python (host_python) runs the host side: the container's
+    # inspect and restart, and the relay into the container (transport/launch.py).
+    container: str | None = Field(default=None, pattern=CONTAINER_NAME)
     container_runtime: Literal["docker", "podman"] = "docker"
+    host_python: str = "/usr/bin/python3"
     state_dir: str = DEFAULT_STATE_DIR
     groups: tuple[str, ...] = ()
     gpus: int = Field(default=0, ge=0)
@@ -176,7 +182,7 @@ class Host(_Strict):
     # The prompts of gate.prompts (a JSONL file, relative to the inventory), read at load.
     gate_prompts: tuple[dict[str, object], ...] = ()
 
-    @field_validator("python", "state_dir")
+    @field_validator("python", "host_python", "state_dir")
     @classmethod
     def _absolute(cls, value: str) -> str:
         if not value.startswith("/"):
@@ -191,6 +197,12 @@ class Host(_Strict):
         if not USER_NAME.fullmatch(value):
             raise ValueError(f"must be a user name (or #UID), got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _container_service(self) -> Host:
+        if self.service.kind == "container" and not self.container:
+            raise ValueError("service kind = 'container' needs the host's 'container'")
+        return self
 
     @property
     def label(self) -> str:

@@ -16,6 +16,7 @@ from ddtree_deploy.agent.host.wire_results import LockRecord
 from ddtree_deploy.errors import (
     BecomeError,
     ConnectError,
+    ContainerError,
     HostKeyError,
     RouteError,
     TransportError,
@@ -171,10 +172,10 @@ class HostRun:
 
 def unreachable_result(run: HostRun, exc: TransportError) -> HostResult:
     """The host could not be talked to: a host key that is unknown or CHANGED (on any hop),
-    a route ssh_config cannot give, or sudo refusing to start the agent (details["become"]
-    says how) is refused config (exit 2); anything else means the host needs attention
-    (exit 3)."""
-    if isinstance(exc, HostKeyError | RouteError):
+    a route ssh_config cannot give, a container whose agent cannot start, or sudo refusing
+    to start the agent (details["become"] says how) is refused config (exit 2); anything
+    else means the host needs attention (exit 3)."""
+    if isinstance(exc, HostKeyError | RouteError | ContainerError):
         return run.result(Outcome.REFUSED, f"refused: {exc}")
     if isinstance(exc, BecomeError):
         return run.result(Outcome.REFUSED, f"refused: {exc}", details={"become": exc.kind})

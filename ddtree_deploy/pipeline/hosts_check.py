@@ -5,6 +5,7 @@ from __future__ import annotations
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import describe_install, read_facts
+from ddtree_deploy.pipeline.status import describe_container
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 
@@ -28,6 +29,8 @@ def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     for problem in (facts.locate_error, facts.api_key_error):
         if problem:
             message += f"; {problem}"
+    if facts.container is not None:
+        message = f"{message}; {describe_container(facts.container)}"
     details = found.to_dict() | {"route": route}
     if run.host.become:
         details["become"] = "ok"

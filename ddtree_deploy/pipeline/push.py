@@ -114,6 +114,7 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         site=facts.package_root,
         plan=plan.files,
         deploy_id=new_deploy_id(prepared.name, prepared.version),
+        container=facts.container,
     )
     return _change(push, changes)
 

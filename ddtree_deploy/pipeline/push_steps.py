@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddtree_deploy.agent import Op
+from ddtree_deploy.agent.host.wire_container import ContainerFacts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.settings import GateMode, GateSettings
 from ddtree_deploy.pipeline.context import HostRun, Step
@@ -41,6 +42,14 @@ class PushSteps:
     site: str = ""
     plan: dict[str, str] = field(default_factory=dict)
     deploy_id: str = ""
+    container: ContainerFacts | None = None  # a container host's container at preflight
+
+    @property
+    def container_fields(self) -> dict[str, str | None]:
+        """What the journal records of the container (its id and image), {} without one:
+        `status` compares the id with the running container's."""
+        found = self.container
+        return {"container_id": found.id, "image": found.image} if found else {}
 
     @property
     def restarts(self) -> bool:
@@ -84,7 +93,7 @@ class PushSteps:
             case Stage.BACKUP:
                 return [ops.backup_op(deploy_id, site, prepared, self.serve)]
             case Stage.JOURNAL:
-                intent = {"patchset": prepared.ref, "run_id": run.run_id}
+                intent = {"patchset": prepared.ref, "run_id": run.run_id, **self.container_fields}
                 backup = f"backups/{deploy_id}"
                 return [
                     ops.journal_op(
@@ -116,7 +125,8 @@ class PushSteps:
                 save = backup_file(deploy_id, AFTER_FILE)
                 return [gate_op(run.host, self.gate, "after", load=True, save_as=save)]
             case Stage.COMMIT:
-                return [ops.journal_op(deploy_id, "committed", patchset=prepared.ref)]
+                fields = {"patchset": prepared.ref, **self.container_fields}
+                return [ops.journal_op(deploy_id, "committed", **fields)]
             case Stage.UNLOCK:
                 return [ops.unlock_op(run.run_id)]
             case Stage.PRUNE:

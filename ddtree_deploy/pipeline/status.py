@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddtree_deploy.agent.host.wire_container import ContainerFacts
+from ddtree_deploy.agent.host.wire_results import JournalEntry
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
@@ -13,8 +15,14 @@ from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages.serve_file import summarize_flags
 
 
-def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
-    """Deployed patchset, drift against the given patchset, lock, journal, backups."""
+def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = False) -> HostResult:
+    """Deployed patchset, drift against the given patchset, lock, journal, backups, and on a
+    container host the container (id, image).
+
+    A container whose id differs from the one journaled by the last committed deploy was
+    recreated from its image, writable layer and patch gone: the message says so, and with
+    `check` (`status --check`) the host needs attention (exit 3).
+    """
     found = read_facts(run, prepared, Stage.STATUS)
     if isinstance(found, HostResult):
         return found
@@ -40,7 +48,37 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
             outcome, message = Outcome.FAILED, f"drift against {prepared.ref}"
         else:
             message = f"not at {prepared.ref}"
+    version_now = details["deployed"]
+    if facts.container is not None:
+        details["container"] = facts.container.to_dict()
+        gone = recreated_container(committed[-1] if committed else None, facts.container)
+        if gone is not None:
+            details["container_recreated"] = True
+            version_now, message = None, gone
+            if check:
+                outcome = Outcome.NEEDS_ATTENTION
+        else:
+            message = f"{message}; {describe_container(facts.container)}"
     if facts.pending:
         outcome = Outcome.NEEDS_ATTENTION
         message = f"unfinished deploy {facts.pending[-1].get('deploy_id')}: run recover"
-    return run.result(outcome, message, version_now=details["deployed"], details=details)
+    return run.result(outcome, message, version_now=version_now, details=details)
+
+
+def describe_container(container: ContainerFacts) -> str:
+    """`container NAME ID12 (image IMAGE)`: how a report names a container host's container."""
+    return f"container {container.name} {container.id[:12]} (image {container.image})"
+
+
+def recreated_container(deployed: JournalEntry | None, now: ContainerFacts) -> str | None:
+    """The message for a container recreated since the `deployed` (committed) journal entry
+    (its container_id differs from the running one's), else None: also when nothing was
+    deployed or the entry predates container ids."""
+    journaled = deployed.get("container_id") if deployed else None
+    if not journaled or journaled == now.id:
+        return None
+    assert deployed is not None  # journaled came from it
+    return (
+        f"container recreated: patch gone (image {now.image}; {deployed.get('patchset')} was "
+        f"deployed in {journaled[:12]}, {now.name} is now {now.id[:12]}): push again"
+    )

@@ -51,7 +51,7 @@ def facts_table(results: list[HostResult]) -> Table:
         route = f.get("route") or []
         via = "".join(f"\n via {_plain(hop)}" for hop in route[:-1])
         table.add_row(
-            _plain(r.host) + via,
+            _plain(r.host + _container_note(f.get("container"))) + via,
             _become_cell(f),
             _plain(f["python"]),
             _plain(f["package_version"]),
@@ -69,6 +69,13 @@ def _no_record(facts: dict[str, Any]) -> str:
     """The files cell without RECORD hashes: an editable install has none (the lock judges
     its base files)."""
     return "no RECORD (editable)" if facts.get("install_kind") == "editable" else "-"
+
+
+def _container_note(container: dict[str, Any] | None) -> str:
+    """` [NAME ID12 IMAGE]` for a container host's facts, "" for any other host."""
+    if not container:
+        return ""
+    return f" [{container['name']} {container['id'][:12]} {container['image']}]"
 
 
 def _suite_verdict(suite: dict[str, Any]) -> str:

@@ -7,8 +7,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
+from ddtree_deploy.agent.host import wire_container
+from ddtree_deploy.errors import AgentError, ContainerError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.become import become_refusal
+from ddtree_deploy.transport.launch import container_spec
 
 
 @dataclass
@@ -22,6 +25,10 @@ class TransportStats:
     bytes_received: int = 0
 
 
+# A shell's (and a container runtime's) exit codes for "cannot execute" and "not found".
+CANNOT_START = (126, 127)
+
+
 class Transport(ABC):
     """Runs the agent on one host; `call` is one round trip (one exec)."""
 
@@ -31,7 +38,14 @@ class Transport(ABC):
 
     def call(self, request: AgentRequest) -> AgentResponse:
         """Send one request; raises TransportError/AgentError if no answer comes back, and
-        BecomeError (nothing ran) when `sudo -n` refused to start the agent."""
+        BecomeError (nothing ran) when `sudo -n` refused to start the agent.
+
+        On a container host the request names the container (the host's agent relays it);
+        raises ContainerError when that agent, or the host's python that relays to it,
+        could not be started (nothing ran) and TransportError when it died mid-request.
+        """
+        if request.container is None and (spec := container_spec(self.host)) is not None:
+            request = request.model_copy(update={"container": spec})
         payload = encode_request(request)
         started = time.monotonic()
         stdout, stderr, exit_code = self._exec_agent(payload)
@@ -41,8 +55,15 @@ class Transport(ABC):
         refused = become_refusal(self.host, stdout, stderr)
         if refused is not None:
             raise refused
-        response = decode_response(self.host.name, stdout, stderr, exit_code)
+        try:
+            response = decode_response(self.host.name, stdout, stderr, exit_code)
+        except AgentError as exc:
+            if self.host.container and exit_code in CANNOT_START:
+                message = f"the host's python {self.host.host_python} cannot run: {exc}"
+                raise ContainerError(self.host.name, message) from None
+            raise
         response.wall_s = round(time.monotonic() - started, 4)
+        raise_relay_failure(self.host, response)
         return response
 
     @abstractmethod
@@ -62,3 +83,14 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def raise_relay_failure(host: Host, response: AgentResponse) -> None:
+    """Raise what a container host's relay said about a request it could not run: a
+    ContainerError (nothing ran: bad container config) or a TransportError (its agent in
+    the container died mid-request, like a lost link); return for any other answer."""
+    message = f"container {host.container!r}: {response.error}"
+    if response.code == wire_container.NOT_STARTED:
+        raise ContainerError(host.name, message)
+    if response.code == wire_container.AGENT_LOST:
+        raise TransportError(host.name, message)

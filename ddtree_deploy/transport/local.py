@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from ddtree_deploy.agent import packed_agent
-from ddtree_deploy.errors import ConnectError, TransportError
+from ddtree_deploy.errors import ConnectError, ContainerError, TransportError
 from ddtree_deploy.transport.base import Transport
 from ddtree_deploy.transport.become import sudo_missing
 from ddtree_deploy.transport.launch import agent_argv
@@ -16,17 +16,19 @@ class LocalTransport(Transport):
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
         self.stats.sessions += 1
+        argv = agent_argv(self.host)
         try:
             done = subprocess.run(
-                agent_argv(self.host),
+                argv,
                 input=packed_agent() + payload,
                 capture_output=True,
                 timeout=3600,
             )
-        except OSError as exc:  # never started: nothing ran
+        except OSError as exc:  # never started: nothing ran (a container host's: bad config)
             if self.host.become and isinstance(exc, FileNotFoundError) and exc.filename == "sudo":
                 raise sudo_missing(self.host) from None
-            raise ConnectError(self.host.name, f"cannot run {self.host.python}: {exc}") from None
+            error = ContainerError if self.host.container else ConnectError
+            raise error(self.host.name, f"cannot run {argv[0]}: {exc}") from None
         except subprocess.TimeoutExpired as exc:  # it ran, and may have done part of its work
             raise TransportError(self.host.name, f"cannot run {self.host.python}: {exc}") from None
         return (

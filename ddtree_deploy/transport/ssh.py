@@ -121,7 +121,7 @@ def _send(channel: paramiko.Channel, data: bytes) -> bool:
     """
     try:
         channel.sendall(data)
-    except OSError:
+    except (paramiko.SSHException, OSError):
         if channel.exit_status_ready():
             return False
         raise

@@ -4,7 +4,8 @@ For each request the agent runs its ops in order and stops at the first failed (
 halted) op; every error comes back as data. One agent process serves every request of a
 command, so a request costs one round trip. SIGHUP is ignored, so an install completes even
 when the SSH channel drops mid-call; a flock on the state dir keeps an orphaned agent's
-install from racing the controller's rollback.
+install from racing the controller's rollback. On a container host this process runs on the
+host and relays each request into the container's agent (relay.py).
 """
 
 import functools
@@ -15,19 +16,10 @@ import sys
 import time
 
 from . import ops_files, ops_gate, ops_plan, ops_service
+from .entries import run_entry
+from .relay import Relay
 from .state import Ctx
-from .wire import (
-    BEGIN,
-    BUNDLE_PACKAGE,
-    END,
-    Code,
-    OpFailed,
-    OpHalt,
-    WireError,
-    bundle_hash,
-    bundle_sources,
-    parse_args,
-)
+from .wire import BEGIN, BUNDLE_PACKAGE, END, bundle_hash, bundle_sources, parse_args
 
 # op name -> function(ctx, typed args) returning a Record or a JSON-able dict
 OPS = {
@@ -58,7 +50,6 @@ _QUICK = {"facts", "check_plan", "lock_acquire"}
 _NO_FLOCK = {"facts", "gate_measure"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
-TRACEBACK_CHARS = 3000
 
 
 @functools.lru_cache(maxsize=None)
@@ -108,15 +99,26 @@ def _hold_agent_lock(request):
             time.sleep(FLOCK_POLL_S)
 
 
-def handle(request):
+def handle(request, relay=None):
     """Return the answer to one request (a dict): {"ok", "results": [...]} or, when it
-    cannot run at all, {"ok": False, "results": [], "error": why}.
+    cannot run at all, {"ok": False, "results": [], "error": why} (+ "code").
 
     A request from a controller with another agent bundle is refused ("agent version
-    mismatch"); so is a changing request while another agent holds the state dir.
+    mismatch"); so is a changing request while another agent holds the state dir. A request
+    naming a container is relayed (relay.Relay: this process runs on the container's host
+    and touches no state dir of its own); `relay` keeps the container's agent between
+    requests (a new one is made when None).
     """
     if request.get("agent_version") != agent_version():
         return {"ok": False, "results": [], "error": "agent version mismatch"}
+    if request.get("container"):
+        if relay is not None:
+            return relay.handle(request)
+        own = Relay()
+        try:
+            return own.handle(request)
+        finally:
+            own.close()
     fd, note = _hold_agent_lock(request)
     quick = {op.get("op") for op in request["ops"]} <= _QUICK
     if note == "busy" and not quick:
@@ -137,29 +139,8 @@ def run_ops(request, flock_held=True):
     """
     ctx, results = Ctx(request, flock_held), []
     for op in request["ops"]:
-        started = time.monotonic()
         name = op.get("op")
-        entry = {"op": name, "ok": True, "data": None, "error": None, "code": None}
-        output = None
-        try:
-            output = OPS[name](ctx, parse_args(name, op.get("args", {})))
-            entry["data"] = _plain(output)
-        except OpHalt as exc:
-            entry.update(halt=True, note=str(exc), code=exc.code.value, data=exc.data)
-        except OpFailed as exc:
-            entry.update(ok=False, error=str(exc), code=exc.code.value, data=exc.data)
-        except WireError as exc:
-            entry.update(ok=False, error=str(exc), code=Code.BAD_ARGS.value, data={})
-        except Exception as exc:  # noqa: BLE001 - anything else still comes back as data
-            import traceback
-
-            entry.update(
-                ok=False,
-                error="%s: %s" % (type(exc).__name__, exc),
-                code=Code.EXCEPTION.value,
-                data={"traceback": traceback.format_exc()[-TRACEBACK_CHARS:]},
-            )
-        entry["duration_s"] = round(time.monotonic() - started, 4)
+        entry, output = run_entry(name, functools.partial(_run_op, ctx, op))
         ctx.outputs[name] = output
         results.append(entry)
         if not entry["ok"] or entry.get("halt"):
@@ -167,21 +148,26 @@ def run_ops(request, flock_held=True):
     return {"ok": all(r["ok"] for r in results), "results": results}
 
 
-def _plain(output):
-    """Return an op's output as JSON-ready data (a Record becomes its dict)."""
-    to_dict = getattr(output, "to_dict", None)
-    return to_dict() if to_dict is not None else output
+def _run_op(ctx, op):
+    """Run one op of a request in `ctx`; return its output (raises as the op does)."""
+    name = op.get("op")
+    return OPS[name](ctx, parse_args(name, op.get("args", {})))
 
 
 def main():
-    """Answer one request per stdin line until EOF: one agent process serves a whole push."""
+    """Answer one request per stdin line until EOF: one agent process serves a whole push
+    (on a container host, with one container agent kept behind the relay)."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # finish the work if the channel drops
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        answer = json.dumps(handle(json.loads(line)))
-        try:
-            sys.stdout.write("%s\n%s\n%s\n" % (BEGIN, answer, END))
-            sys.stdout.flush()
-        except (BrokenPipeError, OSError):
-            return  # the controller is gone; the work above is done and journaled
+    relay = Relay()
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            answer = json.dumps(handle(json.loads(line), relay))
+            try:
+                sys.stdout.write("%s\n%s\n%s\n" % (BEGIN, answer, END))
+                sys.stdout.flush()
+            except (BrokenPipeError, OSError):
+                return  # the controller is gone; the work above is done and journaled
+    finally:
+        relay.close()

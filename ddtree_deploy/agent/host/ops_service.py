@@ -66,6 +66,9 @@ def op_restart(ctx, args):
         ]
     elif service.kind == "command":
         steps = [service.stop, service.start] + ([service.status] if service.status else [])
+    elif service.kind == "container":  # only the host can: relay.py runs it there
+        message = "a container service restarts from the host, but the request names no container"
+        raise OpFailed(Code.RESTART_FAILED, message)
     else:
         return {"skipped": True}
     for argv in steps:

@@ -16,10 +16,12 @@ results the controller reads as data have one too (`wire_results.py`). `from_dic
 strict: an unknown or missing key is a `WireError` naming the op and the key.
 """
 
+import base64
 import dataclasses
 import hashlib
 import json
 import os
+import zlib
 from enum import Enum
 from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
@@ -102,6 +104,16 @@ def bundle_sources(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, str]:
 def bundle_hash(sources: Dict[str, str]) -> str:
     """Return the agent version: sha256 hex of the bundle's {module name: source} (sorted)."""
     return hashlib.sha256(json.dumps(sources, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def pack_bundle(sources: Dict[str, str]) -> bytes:
+    """Return the first stdin line of an agent process: the bundle as base64(zlib(JSON)).
+
+    The controller sends it to the host's agent; a container host's agent sends the same
+    line (its own bundle) to the agent it starts in the container.
+    """
+    packed = json.dumps(sources, sort_keys=True).encode("utf-8")
+    return base64.b64encode(zlib.compress(packed, 9)) + b"\n"
 
 
 # --- op arguments ---------------------------------------------------------------------

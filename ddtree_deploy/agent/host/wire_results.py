@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional, TypedDict
 
 from .record import Record
+from .wire_container import ContainerFacts
 
 # The host's state files, as the facts op reads them back: plain JSON objects written by
 # older agents too, so these are key names for the type checker (total=False: any may be
@@ -40,6 +41,8 @@ class JournalEntry(TypedDict, total=False):
     reason: str
     error: str
     raw: str
+    container_id: str
+    image: Optional[str]
 
 
 class BackupEntry(TypedDict):
@@ -91,10 +94,16 @@ class Facts(Record):
     lock is the lock record or None; journal_tail is the journal's last lines, deploys each
     deploy's latest entry (pending: those still unfinished), backups the backup dirs;
     user is the user the agent runs as (become_user under become), "#UID" without a name.
+    container: on a container host, the container as inspected from the host (the relay
+    adds it; None elsewhere).
     """
 
-    NESTED = (("serve", ServeFound, "one"), ("files", FileFacts, "map"))
-    OMIT_IF_NONE = ("locate_error", "api_key_error")
+    NESTED = (
+        ("serve", ServeFound, "one"),
+        ("files", FileFacts, "map"),
+        ("container", ContainerFacts, "one"),
+    )
+    OMIT_IF_NONE = ("locate_error", "api_key_error", "container")
     serve: Optional[ServeFound]
     python: str
     executable: str
@@ -115,6 +124,7 @@ class Facts(Record):
     user: Optional[str] = None
     locate_error: Optional[str] = None
     api_key_error: Optional[str] = None
+    container: Optional[ContainerFacts] = None
 
 
 @dataclasses.dataclass(frozen=True)
