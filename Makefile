@@ -45,7 +45,7 @@ clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache
 
 bench: install  ## deploy benchmarks at 25 ms RTT vs Ansible/Fabric (root, ~10 min): docs/benchmarks.md
-	$(PYTHON) -m pip install -q matplotlib ansible-core
+	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) bench/run_benchmarks.py $(BENCH_ARGS)
 
 faults: install  ## the whole fault matrix + crash/bad-input/security tests (root, ~15 min): docs/reliability.md

@@ -3,7 +3,7 @@
 The wheel is built offline (`pip wheel --no-deps --no-build-isolation`) from a copy of
 pyproject.toml and ddtree_deploy/, so the checkout gets no build/ or egg-info and nothing
 undeclared can slip in. It is installed into a venv made with --system-site-packages: the
-CLI's dependencies (fabric among them) are not all in this machine's offline package
+CLI's dependencies are not all in this machine's offline package
 indexes, so a plain venv could not get them. The wheel itself goes in with --no-deps
 --no-index, and each test checks that the venv's copy of ddtree_deploy is the one imported,
 not the editable checkout of the system site.
