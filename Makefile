@@ -21,7 +21,7 @@ demo-down:
 	$(PYTHON) -m ddtree_sandbox down --workdir $(SANDBOX)
 
 test: install lint  ## the whole suite: unit tests and real-sshd host tests
-	$(PYTHON) -m pytest -q -m "not slow"
+	$(PYTHON) -m pytest -q -m "not slow" --durations=30
 
 test-serving: install  ## DDTree on real sglang servers: lossless gate, flags, every negative control
 	$(PYTHON) -m pytest -q tests/serving tests/sandbox/test_cpu_fixture.py
