@@ -7,6 +7,7 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
 
     wire.py          framing, result codes, OpFailed/OpHalt, typed op arguments, bundle hash
     wire_results.py  typed results: Facts, PlanResult, BackupResult, SmokeResult
+    wire_capture.py  the edits op's arguments and answer (EditsArgs, EditedFile, EditsResult)
     record.py        the Record base: strict from_dict, plain to_dict
     pure.py          sha256, classify_file, apply_unified_diff
     files.py         atomic writes, journal appends, pycache removal, path checks
@@ -16,5 +17,6 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     ops_plan.py      facts, check_plan, lock_acquire/lock_release, journal
     ops_files.py     backup, install, compile, restore, prune
     ops_service.py   restart, health, smoke
+    ops_capture.py   edits: the package's files that differ from its RECORD, and their bytes
     main.py          OPS table, flock, handle/run_ops, the stdin loop
 """

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-from . import ops_files, ops_gate, ops_plan, ops_service
+from . import ops_capture, ops_files, ops_gate, ops_plan, ops_service
 from .entries import run_entry
 from .relay import Relay
 from .state import Ctx
@@ -37,6 +37,7 @@ OPS = {
     "health": ops_service.op_health,
     "smoke": ops_service.op_smoke,
     "gate_measure": ops_gate.op_gate_measure,
+    "edits": ops_capture.op_edits,
 }
 
 # A request of only these ops (a preflight) waits a short while for the state dir's flock
@@ -45,9 +46,10 @@ OPS = {
 # only while holding the flock (Ctx.flock_held), so two preflights after a dead run cannot
 # both take the lock over. Every other request waits as long as a run may.
 _QUICK = {"facts", "check_plan", "lock_acquire"}
-# A request of only these ops needs no flock at all: facts only reads, and gate_measure only
-# reads the server (it writes save_as atomically; a push that gates holds the host lock).
-_NO_FLOCK = {"facts", "gate_measure"}
+# A request of only these ops needs no flock at all: facts and edits only read, and
+# gate_measure only reads the server (it writes save_as atomically; a push that gates holds
+# the host lock).
+_NO_FLOCK = {"facts", "gate_measure", "edits"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 

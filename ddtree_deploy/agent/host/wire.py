@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple, Type, Union
 # Re-exported (`X as X`): Record and WireError are part of this protocol.
 from .record import Record as Record
 from .record import WireError as WireError
+from .wire_capture import EditsArgs as EditsArgs
 from .wire_service import GateArgs as GateArgs
 from .wire_service import HealthArgs as HealthArgs
 from .wire_service import RestartArgs as RestartArgs
@@ -54,6 +55,7 @@ class Code(str, Enum):
     STATE_DIR_UNWRITABLE = "state_dir_unwritable"
     PACKAGE_NOT_FOUND = "package_not_found"  # installed, but not importable where it says
     API_KEY_UNREADABLE = "api_key_unreadable"  # smoke.api_key_file/env gives no key
+    EDITABLE_INSTALL = "editable_install"  # edits: an editable install's RECORD lists no files
     # failures while changing the host
     BACKUP_CORRUPT = "backup_corrupt"
     PATCH_FAILED = "patch_failed"
@@ -260,6 +262,7 @@ OP_ARGS: Dict[str, Type[Record]] = {
     "smoke": SmokeArgs,
     "prune": PruneArgs,
     "gate_measure": GateArgs,
+    "edits": EditsArgs,
 }
 
 OP_NAME = {record: op for op, record in OP_ARGS.items()}
