@@ -1,13 +1,15 @@
-"""`patchset list|lock|verify`: local only, no host is contacted."""
+"""`patchset list|lock|verify|new`: local only, no host is contacted."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset import (
     default_patchsets_dir,
     list_patchsets,
@@ -15,12 +17,21 @@ from ddtree_deploy.patchset import (
     verify_patchset,
     write_lock,
 )
+from ddtree_deploy.patchset.author import (
+    FileRow,
+    parse_new_ref,
+    parse_target,
+    prepare_plan,
+    write_patchset,
+)
+from ddtree_deploy.patchset.capture import Capture, capture_from_diff, capture_from_tree
+from ddtree_deploy.patchset.materialize import fetch_wheel
 
 from .command import local_command
 from .context import RunContext
 from .options import PatchsetsDirOpt
 
-patchset_app = typer.Typer(help="Patchsets on disk: list, lock, verify.", no_args_is_help=True)
+patchset_app = typer.Typer(help="Patchsets on disk: list, lock, verify, new.", no_args_is_help=True)
 RefArg = Annotated[str, typer.Argument(help="NAME@VERSION, or NAME for its highest version.")]
 
 
@@ -56,3 +67,103 @@ def verify(run: RunContext, ref: RefArg, patchsets_dir: PatchsetsDirOpt = None) 
     checked = verify_patchset(ps)
     message = f"{escape(ps.ref)}: {len(checked.files)} files match the lock"
     run.console.print(f"[green]verified[/] {message}")
+
+
+IGNORED_ROWS_SHOWN = 20  # a venv's site-packages has hundreds of __pycache__/ dirs
+
+
+@patchset_app.command("new")
+@local_command
+def new(
+    run: RunContext,
+    ref: Annotated[str, typer.Argument(help="NAME@VERSION of the new patchset.")],
+    target: Annotated[
+        str, typer.Option("--target", help="The pinned base, e.g. sglang==0.5.13.post1.")
+    ],
+    from_tree: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-tree",
+            help="A folder holding the edited sglang/ (a venv's site-packages, a fork's "
+            "python/), or the sglang package itself.",
+        ),
+    ] = None,
+    from_diff: Annotated[
+        Path | None,
+        typer.Option("--from-diff", help="A unified diff (git diff, diff -ruN) of the edit."),
+    ] = None,
+    strip: Annotated[
+        int | None,
+        typer.Option(
+            "--strip",
+            min=0,
+            help="With --from-diff: leading path components to drop (as patch -pN); default "
+            "one, then python/.",
+        ),
+    ] = None,
+    like: Annotated[
+        str | None,
+        typer.Option("--like", help="Copy [smoke], [serve], [lossless], [gate] from this one."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the file table only; write nothing.")
+    ] = False,
+    description: Annotated[
+        str, typer.Option("--description", help="patchset.toml's description.")
+    ] = "",
+    patchsets_dir: PatchsetsDirOpt = None,
+) -> None:
+    """Capture an edit as a new locked patchset: diffs against the pristine pinned wheel."""
+    sources = [
+        flag
+        for flag, value in (("--from-tree", from_tree), ("--from-diff", from_diff))
+        if value is not None
+    ]
+    if len(sources) != 1:
+        given = " and ".join(sources) or "none"
+        raise PatchsetError(
+            f"give exactly one source, --from-tree DIR or --from-diff FILE ({given} given)"
+        )
+    if strip is not None and from_diff is None:
+        raise PatchsetError("--strip goes with --from-diff")
+    pinned = parse_target(target)
+    name, version = parse_new_ref(ref, pinned)
+    base = patchsets_dir or default_patchsets_dir()
+    if (base / name / version).exists():
+        raise PatchsetError(
+            f"{base / name / version}: already exists; a released version never changes"
+        )
+    lent = resolve_patchset(base, like) if like else None
+    wheel = fetch_wheel(pinned)
+    capture: Capture
+    if from_tree is not None:
+        capture = capture_from_tree(from_tree, wheel, pinned.package)
+    elif from_diff is not None:
+        capture = capture_from_diff(from_diff, strip, wheel, pinned.package)
+    # issue 17 --from-host: `elif from_host is not None: capture = <the host's Capture>` here
+    args = (base, name, version, pinned, capture, wheel, lent, description)
+    if dry_run:
+        plan = prepare_plan(*args)
+        run.console.print(_file_table(plan.rows, f"{name}@{version} (dry run)"))
+        run.console.print("dry run: nothing written", markup=False)
+        return
+    written = write_patchset(*args)
+    run.console.print(_file_table(written.plan.rows, f"{name}@{version}"))
+    shown = written.root.relative_to(base.parent) if base.is_absolute() else written.root
+    message = f"wrote {shown} (locked, {len(written.lock.files)} files)"
+    run.console.print(message, markup=False)
+
+
+def _file_table(rows: list[FileRow], title: str) -> Table:
+    """The file table of `patchset new`: path, kind, lines added and removed."""
+    table = Table(title=escape(title))
+    for col, justify in (("path", "left"), ("kind", "left"), ("+", "right"), ("-", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    ignored = [row for row in rows if row.kind == "ignored"]
+    for row in [row for row in rows if row.kind != "ignored"] + ignored[:IGNORED_ROWS_SHOWN]:
+        counts = ("", "") if row.kind == "ignored" else (str(row.plus_lines), str(row.minus_lines))
+        style = {"changed": "yellow", "added": "green", "ignored": "dim"}[row.kind]
+        table.add_row(escape(row.path), f"[{style}]{row.kind}[/]", *counts)
+    if len(ignored) > IGNORED_ROWS_SHOWN:
+        table.add_row(f"... {len(ignored) - IGNORED_ROWS_SHOWN} more", "[dim]ignored[/]", "", "")
+    return table
