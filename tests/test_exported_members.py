@@ -132,6 +132,7 @@ EXPORTED = {
         "HostRun",
         "PUSH_REQUESTS",
         "PushOptions",
+        "capture_host",
         "controller_holder",
         "gate_host",
         "hosts_check",

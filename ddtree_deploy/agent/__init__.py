@@ -1,6 +1,6 @@
 """The agent: the host side (agent/host/, stdlib-only modules shipped as one bundle) and
-its typed protocol (protocol.py); the controller imports host.wire, host.wire_results (the
-typed op results) and host.pure only."""
+its typed protocol (protocol.py); the controller imports host.wire, host.wire_results and
+host.wire_capture (the typed op results) and host.pure only."""
 
 from ddtree_deploy.agent.host.pure import apply_unified_diff, sha256_bytes
 from ddtree_deploy.agent.protocol import (

@@ -28,7 +28,8 @@ from ddtree_deploy.patchset.capture import Capture, capture_from_diff, capture_f
 from ddtree_deploy.patchset.materialize import fetch_wheel
 
 from .command import local_command
-from .context import RunContext
+from .context import InventoryOpt, RunContext
+from .from_host import capture_inventory_host
 from .options import PatchsetsDirOpt
 
 patchset_app = typer.Typer(help="Patchsets on disk: list, lock, verify, new.", no_args_is_help=True)
@@ -92,6 +93,15 @@ def new(
         Path | None,
         typer.Option("--from-diff", help="A unified diff (git diff, diff -ruN) of the edit."),
     ] = None,
+    from_host: Annotated[
+        str | None,
+        typer.Option(
+            "--from-host",
+            help="An inventory host whose installed sglang was edited in place: only the "
+            "files that differ from its RECORD are fetched; the host is not changed.",
+        ),
+    ] = None,
+    inventory: InventoryOpt = None,
     strip: Annotated[
         int | None,
         typer.Option(
@@ -116,16 +126,23 @@ def new(
     """Capture an edit as a new locked patchset: diffs against the pristine pinned wheel."""
     sources = [
         flag
-        for flag, value in (("--from-tree", from_tree), ("--from-diff", from_diff))
+        for flag, value in (
+            ("--from-tree", from_tree),
+            ("--from-diff", from_diff),
+            ("--from-host", from_host),
+        )
         if value is not None
     ]
     if len(sources) != 1:
         given = " and ".join(sources) or "none"
         raise PatchsetError(
-            f"give exactly one source, --from-tree DIR or --from-diff FILE ({given} given)"
+            "give exactly one source, --from-tree DIR, --from-diff FILE or --from-host HOST "
+            f"({given} given)"
         )
     if strip is not None and from_diff is None:
         raise PatchsetError("--strip goes with --from-diff")
+    if inventory is not None and from_host is None:
+        raise PatchsetError("--inventory goes with --from-host")
     pinned = parse_target(target)
     name, version = parse_new_ref(ref, pinned)
     base = patchsets_dir or default_patchsets_dir()
@@ -140,7 +157,10 @@ def new(
         capture = capture_from_tree(from_tree, wheel, pinned.package)
     elif from_diff is not None:
         capture = capture_from_diff(from_diff, strip, wheel, pinned.package)
-    # issue 17 --from-host: `elif from_host is not None: capture = <the host's Capture>` here
+    else:
+        assert from_host is not None  # exactly one source was given
+        inventory = inventory or run.options.inventory  # -i before `patchset` counts too
+        capture = capture_inventory_host(run.console, inventory, from_host, pinned)
     args = (base, name, version, pinned, capture, wheel, lent, description)
     if dry_run:
         plan = prepare_plan(*args)

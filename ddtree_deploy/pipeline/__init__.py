@@ -1,10 +1,12 @@
 """What each command does to one host; fleet/ runs these across many.
 
 One module per command: push (with restore for its rollback, push_gate its serving gate),
-rollback, recover, status, plan, smoke, prune, hosts_check, gate; context holds HostRun,
-facts the shared first request, select the per-host version pick.
+rollback, recover, status, plan, smoke, prune, hosts_check, gate, capture (`patchset new
+--from-host`); context holds HostRun, facts the shared first request, select the per-host
+version pick.
 """
 
+from ddtree_deploy.pipeline.capture import capture_host
 from ddtree_deploy.pipeline.context import (
     HostRun,
     controller_holder,
@@ -27,6 +29,7 @@ __all__ = [
     "GateOptions",
     "HostRun",
     "PushOptions",
+    "capture_host",
     "controller_holder",
     "gate_host",
     "hosts_check",

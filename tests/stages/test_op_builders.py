@@ -7,7 +7,8 @@ import dataclasses
 from ddtree_deploy.agent.host import wire
 from ddtree_deploy.gate.settings import GateConfig, resolve
 from ddtree_deploy.inventory.models import Host, ServiceSpec
-from ddtree_deploy.patchset.models import ServeConfig
+from ddtree_deploy.patchset.models import ServeConfig, Target
+from ddtree_deploy.pipeline.capture import edits_op
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.gate_plan import gate_op
 from tests.agent.test_ops_bundle import prepared
@@ -34,6 +35,7 @@ def test_every_builder_sends_arguments_the_agent_reads():
         ops.restore_op("d1"),
         ops.prune_op(3),
         gate_op(host, resolve(GateConfig(bake_s=5), ({"text": "hi"},)), "after", load=True),
+        edits_op(Target(package="sglang", version="0.5.13.post1")),
     ]
     typed = {op.op: op.typed_args() for op in built}
     assert set(typed) == set(wire.OP_ARGS)
@@ -47,6 +49,9 @@ def test_every_builder_sends_arguments_the_agent_reads():
     assert typed["smoke"].support == {"_suite.py": ""}
     assert [s.name for s in typed["smoke"].suites] == ["integrity"]
     assert ops.service_ops(Host(name="n", address="b")) == []
+    edits = typed["edits"]
+    assert (edits.package, edits.target_version) == ("sglang", "0.5.13.post1")
+    assert edits.max_file_bytes == 2 * 1024 * 1024  # the patchset's own limit per file
     gate = typed["gate_measure"]
     assert (
         gate.bake_s == 5 and gate.load_requests == 32 and gate.health_url == host.service.health_url
