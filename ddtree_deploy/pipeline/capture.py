@@ -41,7 +41,9 @@ def capture_host(transport: Transport, target: Target) -> Capture:
 
     Raises PatchsetError (bad input, nothing written): another version installed, an
     editable install, the package not importable, a file that could not be sent (binary,
-    too large, a symlink). TransportError (and AgentError: no readable answer) propagate.
+    too large, a symlink). Raises AgentError when the agent answered no edits result or the
+    op broke (an exception on the host, arguments it could not read: not bad input);
+    TransportError propagates.
     """
     host = transport.host
     request = AgentRequest(state_dir=host.state_dir, ops=[edits_op(target)])
@@ -49,6 +51,8 @@ def capture_host(transport: Transport, target: Target) -> Capture:
     result = response.result("edits")
     if result is None:
         raise AgentError(host.name, response.error or "no answer to the edits op")
+    if not result.ok and result.code in (Code.EXCEPTION, Code.BAD_ARGS):
+        raise AgentError(host.name, f"the edits op failed: {result.error}")
     if not result.ok:
         raise PatchsetError(refusal_message(host.name, target, result))
     return capture_from_edits(host.name, target, result.data_as(EditsResult))

@@ -9,10 +9,14 @@ import dataclasses
 
 import pytest
 
+from ddtree_deploy.agent import AgentResponse, OpResult
+from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_capture import EditedFile, EditsResult
-from ddtree_deploy.errors import PatchsetError
+from ddtree_deploy.errors import AgentError, PatchsetError
+from ddtree_deploy.inventory.models import Host
 from ddtree_deploy.patchset.models import Target
 from ddtree_deploy.pipeline.capture import capture_from_edits, capture_host
+from ddtree_deploy.transport import FakeTransport
 from tests.agent.conftest import MODULE, PACKAGE, VERSION, fake_host, sha  # noqa: F401
 from tests.agent.test_edits_op import ADDED, EDITED, GONE, hand_edit
 from tests.agent.test_locate import editable  # noqa: F401 - the editable-install fixture
@@ -46,11 +50,17 @@ def test_another_installed_version_is_refused_naming_host_and_both_versions(fake
     )
 
 
-def test_a_binary_file_is_refused_by_name(fake_host):  # noqa: F811
-    (fake_host.site / "fakepkg" / "blob.bin").write_bytes(b"\xff\xfe\x00")
-    (fake_host.site / "fakepkg" / "fine.py").write_text("ok = 1\n")
-    with pytest.raises(PatchsetError, match=r"^x: cannot capture fakepkg/blob\.bin \(a binary"):
-        capture_host(fake_host.transport, TARGET)
+def test_files_whose_bytes_did_not_come_back_are_refused_by_name():
+    entries = [
+        EditedFile("fakepkg/blob.bin", "extra", "s" * 64, None, 3, error="a binary file"),
+        EditedFile("fakepkg/big.py", "changed", "t" * 64, "r" * 64, 9, error="too large"),
+    ]
+    found = EditsResult(package_version=VERSION, package_root="/site", recorded=1, files=entries)
+    with pytest.raises(PatchsetError) as caught:
+        capture_from_edits("h", TARGET, found)
+    assert str(caught.value) == (
+        "h: cannot capture fakepkg/blob.bin (a binary file); fakepkg/big.py (too large)"
+    )
 
 
 def test_an_editable_install_says_to_capture_from_its_tree(editable):  # noqa: F811
@@ -79,3 +89,22 @@ def test_an_answer_about_another_version_is_refused():
     found = dataclasses.replace(found_one(b"x\n", sha(b"x\n")), package_version="0.9")
     with pytest.raises(PatchsetError, match=f"h: installed {PACKAGE} is 0.9"):
         capture_from_edits("h", TARGET, found)
+
+
+def answering(result: OpResult | None, error: str | None = None) -> FakeTransport:
+    """A host whose agent answers every request with `result` (None: no op ran, `error`)."""
+    host = Host(name="h", address="a")
+    results = [result] if result is not None else []
+    return FakeTransport(host, lambda _: AgentResponse(ok=False, results=results, error=error))
+
+
+def test_a_broken_op_or_a_refused_request_is_no_bad_input():
+    broke = OpResult(op="edits", ok=False, error="OSError: EIO", code=Code.EXCEPTION.value)
+    with pytest.raises(AgentError, match="h: the edits op failed: OSError: EIO"):
+        capture_host(answering(broke), TARGET)
+    with pytest.raises(AgentError, match="h: agent version mismatch"):
+        capture_host(answering(None, "agent version mismatch"), TARGET)
+    refused = OpResult(op="edits", ok=False, error="sglang is not installed",
+                       code=Code.PACKAGE_NOT_FOUND.value)  # fmt: skip
+    with pytest.raises(PatchsetError, match="^h: sglang is not installed$"):
+        capture_host(answering(refused), TARGET)

@@ -22,8 +22,8 @@ def op_edits(ctx, args):
     "missing" when it is gone; a file under the package that RECORD does not list is
     "extra". `__pycache__` dirs and build outputs (.pyc, .so, ...) are skipped and listed as
     ignored. The bytes of changed and extra files come back base64'd unless they are binary
-    (NUL bytes, not UTF-8), a symlink, over
-    args.max_file_bytes, or past args.max_total_bytes in all: the entry's `error` says so.
+    (NUL bytes, not UTF-8), a symlink, over args.max_file_bytes, or past
+    args.max_total_bytes in all: the entry's `error` says so.
 
     Raises OpFailed: package_not_found (not installed, or not importable where it is
     installed), version_mismatch (not args.target_version; data: installed), and
@@ -137,8 +137,8 @@ def _compare(root, rel, record_sha, exists, args, budget):
 
 
 def _refusal(data, args, left_bytes):
-    """Return why `data` cannot be sent back (over args' byte limits with `left_bytes` of
-    the total left, not UTF-8 text), or None."""
+    """Return why `data` cannot be sent back (over args' byte limits, `left_bytes` being
+    what the total has left; binary), or None."""
     if len(data) > args.max_file_bytes:
         return "%d bytes exceeds the %d byte limit per file" % (len(data), args.max_file_bytes)
     if len(data) > left_bytes:
