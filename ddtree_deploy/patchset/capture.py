@@ -32,8 +32,8 @@ class Capture:
     changed: edited files that exist in the wheel -> their edited bytes.
     added: files the wheel does not have -> their bytes.
     deleted: wheel files the edit removed (a patchset cannot delete: refused when planned).
-    ignored: what was left out, listed for the user (`__pycache__/` dirs, .pyc/.so files,
-    entries beside the package; directories end with "/").
+    ignored: what was left out, listed for the user (`__pycache__/` dirs, .pyc/.so files
+    the wheel does not have as they are, entries beside the package; dirs end with "/").
     source: where it came from, in words ("tree DIR", "diff FILE").
     """
 
@@ -94,9 +94,13 @@ def capture_from_tree(directory: Path, wheel: Path, package: str = DEFAULT_PACKA
         seen: set[str] = set()
         for rel, path in _walk_package(root, package, ignored):
             seen.add(rel)
-            data = path.read_bytes()
+            with open(path, "rb") as fh:
+                data = fh.read()
             info = infos.get(rel)
             if info is not None and info.file_size == len(data) and info.CRC == zlib.crc32(data):
+                continue  # as the wheel has it (a build output too: part of the install)
+            if is_ignored(rel):
+                ignored.append(rel)
                 continue
             _check_text(path, data, "changed" if info is not None else "not in the wheel")
             (changed if info is not None else added)[rel] = data
@@ -104,27 +108,31 @@ def capture_from_tree(directory: Path, wheel: Path, package: str = DEFAULT_PACKA
     return Capture(changed, added, deleted, ignored, source=f"tree {directory}")
 
 
-def _walk_package(root: Path, package: str, ignored: list[str]) -> list[tuple[str, Path]]:
-    """Return (path relative to site-packages, file) for every file under `root` worth
-    comparing; what is left out (caches, build outputs, symlinks) is appended to `ignored`."""
-    found = []
-    for here, dirs, files in os.walk(root):
-        below = Path(here).relative_to(root).as_posix()
-        rel_here = f"{package}/" if below == "." else f"{package}/{below}/"
-        for name in sorted(dirs):
-            if name in IGNORED_DIRS or Path(here, name).is_symlink():
-                ignored.append(f"{rel_here}{name}/")
-        dirs[:] = sorted(d for d in dirs if f"{rel_here}{d}/" not in ignored)
-        for name in sorted(files):
-            rel, path = f"{rel_here}{name}", Path(here, name)
-            if is_ignored(rel) or path.is_symlink():
-                ignored.append(rel)
-            else:
-                found.append((rel, path))
-    return found
+def _walk_package(root: Path, package: str, ignored: list[str]) -> list[tuple[str, str]]:
+    """Return (path relative to site-packages, file path) for every file under `root` worth
+    reading; what is left unread (__pycache__ dirs, symlinks) is appended to `ignored`.
+    (os.scandir, not Path: a site-packages' sglang has 3,000+ files.)"""
+    found: list[tuple[str, str]] = []
+    pending = [(str(root), f"{package}/")]
+    while pending:
+        here, rel_here = pending.pop()
+        with os.scandir(here) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        for entry in entries:
+            rel = rel_here + entry.name
+            if entry.is_symlink():
+                ignored.append(rel + ("/" if entry.is_dir() else ""))
+            elif entry.is_dir():
+                if entry.name in IGNORED_DIRS:
+                    ignored.append(rel + "/")
+                else:
+                    pending.append((entry.path, rel + "/"))
+            elif entry.is_file():
+                found.append((rel, entry.path))
+    return sorted(found)
 
 
-def _check_text(path: Path, data: bytes, what: str) -> None:
+def _check_text(path: str, data: bytes, what: str) -> None:
     """Refuse a file a patchset cannot carry: binary (NUL bytes, not UTF-8) or too large."""
     if len(data) > MAX_FILE_BYTES:
         raise PatchsetError(f"{path}: {what}, {len(data)} bytes (limit {MAX_FILE_BYTES})")
