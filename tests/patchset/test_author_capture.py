@@ -144,21 +144,25 @@ def test_from_git_diff_with_strip(git_diff, tmp_path):
     code, out = new_patchset(
         tmp_path / "ps2", "mine@1.0.0", "--from-diff", str(diff), "--strip", "2"
     )
-    assert code == 2 and "'python/sglang/srt/server_args.py'); set --strip N" in out
+    assert code == 2 and "the first reads 'python/sglang/srt/server_args.py'); set --strip N" in out
     assert not (tmp_path / "ps2" / "mine").exists()
 
 
 def test_a_branch_diff_loses_python_by_default(git_diff, tmp_path):
-    """`git diff v0.5.13..branch -- python/sglang` names a/python/sglang/...: the default
-    strip takes a/ and python/ (the --no-index diff, its x/ and y/ dropped, reads so)."""
+    """`git diff v0.5.13..branch` names a/python/sglang/...: the default strip takes a/ and
+    python/ (the --no-index diff, its x/ and y/ dropped, reads so); a file outside the
+    package (docs/) is listed as ignored."""
     text = git_diff.replace(" a/x/python/", " a/python/").replace(" b/y/python/", " b/python/")
     assert "--- a/python/sglang/srt/server_args.py" in text
+    text += "diff --git a/docs/x.md b/docs/x.md\n--- a/docs/x.md\n+++ b/docs/x.md\n"
+    text += "@@ -1 +1 @@\n-a\n+b\n"
     (tmp_path / "edit.diff").write_text(text)
     code, out = new_patchset(
         tmp_path / "ps", "mine@1.0.0", "--from-diff", str(tmp_path / "edit.diff")
     )
     assert code == 0, out
     assert results(tmp_path / "ps" / "mine" / "1.0.0") == SHIPPED_RESULTS
+    assert has_row(out, "docs/x.md", "ignored")
 
 
 def test_like_copies_tables_and_their_data(ddtree_site, tmp_path):
