@@ -103,7 +103,10 @@ def new(
     ] = None,
     like: Annotated[
         str | None,
-        typer.Option("--like", help="Copy [smoke], [serve], [lossless], [gate] from this one."),
+        typer.Option(
+            "--like",
+            help=escape("Copy [smoke], [serve], [lossless], [gate] and their data from this one."),
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the file table only; write nothing.")
@@ -140,7 +143,10 @@ def new(
         capture = capture_from_tree(from_tree, wheel, pinned.package)
     elif from_diff is not None:
         capture = capture_from_diff(from_diff, strip, wheel, pinned.package)
-    # issue 17 --from-host: `elif from_host is not None: capture = <the host's Capture>` here
+    # --from-host (issue 17, built on this): `elif from_host is not None: capture = ...` here,
+    # and ("--from-host", from_host) in `sources` above.
+    else:  # not reached: exactly one source was checked above
+        raise PatchsetError("no source given")
     args = (base, name, version, pinned, capture, wheel, lent, description)
     if dry_run:
         plan = prepare_plan(*args)
