@@ -113,7 +113,10 @@ def new(
     ] = None,
     like: Annotated[
         str | None,
-        typer.Option("--like", help="Copy [smoke], [serve], [lossless], [gate] from this one."),
+        typer.Option(
+            "--like",
+            help=escape("Copy [smoke], [serve], [lossless], [gate] and their data from this one."),
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the file table only; write nothing.")
@@ -157,10 +160,11 @@ def new(
         capture = capture_from_tree(from_tree, wheel, pinned.package)
     elif from_diff is not None:
         capture = capture_from_diff(from_diff, strip, wheel, pinned.package)
-    else:
-        assert from_host is not None  # exactly one source was given
+    elif from_host is not None:
         inventory = inventory or run.options.inventory  # -i before `patchset` counts too
         capture = capture_inventory_host(run.console, inventory, from_host, pinned)
+    else:  # not reached: exactly one source was checked above
+        raise PatchsetError("no source given")
     args = (base, name, version, pinned, capture, wheel, lent, description)
     if dry_run:
         plan = prepare_plan(*args)

@@ -23,7 +23,7 @@ from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset.capture import Capture
 from ddtree_deploy.patchset.diffs import unified_diff
 from ddtree_deploy.patchset.load import SPEC_NAME, Patchset, load_patchset, parse_patchset
-from ddtree_deploy.patchset.lock import data_files, verify_patchset, write_lock
+from ddtree_deploy.patchset.lock import check_sources, data_files, write_lock
 from ddtree_deploy.patchset.materialize import digest
 from ddtree_deploy.patchset.models import PatchsetLock, SmokeConfig, Target
 from ddtree_deploy.patchset.toml_text import dump_toml
@@ -249,8 +249,8 @@ def write_patchset(
     try:
         root = staging / name / version  # NAME/VERSION: the spec must live where it says
         _write_files(root, plan)
-        lock = write_lock(load_patchset(root))
-        verify_patchset(load_patchset(root))
+        lock = write_lock(load_patchset(root))  # applies every diff to the wheel, compiles
+        check_sources(load_patchset(root))  # as push's local gate will read it
         _check_results(lock, capture, final)
         final.parent.mkdir(exist_ok=True)
         try:

@@ -32,8 +32,8 @@ class Capture:
     changed: edited files that exist in the wheel -> their edited bytes.
     added: files the wheel does not have -> their bytes.
     deleted: wheel files the edit removed (a patchset cannot delete: refused when planned).
-    ignored: what was left out, listed for the user (`__pycache__/` dirs, .pyc/.so files,
-    entries beside the package; directories end with "/").
+    ignored: what was left out, listed for the user (`__pycache__/` dirs, .pyc/.so files
+    the wheel does not have as they are, entries beside the package; dirs end with "/").
     source: where it came from, in words ("tree DIR", "diff FILE").
     """
 
@@ -94,9 +94,13 @@ def capture_from_tree(directory: Path, wheel: Path, package: str = DEFAULT_PACKA
         seen: set[str] = set()
         for rel, path in _walk_package(root, package, ignored):
             seen.add(rel)
-            data = path.read_bytes()
+            with open(path, "rb") as fh:
+                data = fh.read()
             info = infos.get(rel)
             if info is not None and info.file_size == len(data) and info.CRC == zlib.crc32(data):
+                continue  # as the wheel has it (a build output too: part of the install)
+            if is_ignored(rel):
+                ignored.append(rel)
                 continue
             _check_text(path, data, "changed" if info is not None else "not in the wheel")
             (changed if info is not None else added)[rel] = data
@@ -104,27 +108,31 @@ def capture_from_tree(directory: Path, wheel: Path, package: str = DEFAULT_PACKA
     return Capture(changed, added, deleted, ignored, source=f"tree {directory}")
 
 
-def _walk_package(root: Path, package: str, ignored: list[str]) -> list[tuple[str, Path]]:
-    """Return (path relative to site-packages, file) for every file under `root` worth
-    comparing; what is left out (caches, build outputs, symlinks) is appended to `ignored`."""
-    found = []
-    for here, dirs, files in os.walk(root):
-        below = Path(here).relative_to(root).as_posix()
-        rel_here = f"{package}/" if below == "." else f"{package}/{below}/"
-        for name in sorted(dirs):
-            if name in IGNORED_DIRS or Path(here, name).is_symlink():
-                ignored.append(f"{rel_here}{name}/")
-        dirs[:] = sorted(d for d in dirs if f"{rel_here}{d}/" not in ignored)
-        for name in sorted(files):
-            rel, path = f"{rel_here}{name}", Path(here, name)
-            if is_ignored(rel) or path.is_symlink():
-                ignored.append(rel)
-            else:
-                found.append((rel, path))
-    return found
+def _walk_package(root: Path, package: str, ignored: list[str]) -> list[tuple[str, str]]:
+    """Return (path relative to site-packages, file path) for every file under `root` worth
+    reading; what is left unread (__pycache__ dirs, symlinks) is appended to `ignored`.
+    (os.scandir, not Path: a site-packages' sglang has 3,000+ files.)"""
+    found: list[tuple[str, str]] = []
+    pending = [(str(root), f"{package}/")]
+    while pending:
+        here, rel_here = pending.pop()
+        with os.scandir(here) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        for entry in entries:
+            rel = rel_here + entry.name
+            if entry.is_symlink():
+                ignored.append(rel + ("/" if entry.is_dir() else ""))
+            elif entry.is_dir():
+                if entry.name in IGNORED_DIRS:
+                    ignored.append(rel + "/")
+                else:
+                    pending.append((entry.path, rel + "/"))
+            elif entry.is_file():
+                found.append((rel, entry.path))
+    return sorted(found)
 
 
-def _check_text(path: Path, data: bytes, what: str) -> None:
+def _check_text(path: str, data: bytes, what: str) -> None:
     """Refuse a file a patchset cannot carry: binary (NUL bytes, not UTF-8) or too large."""
     if len(data) > MAX_FILE_BYTES:
         raise PatchsetError(f"{path}: {what}, {len(data)} bytes (limit {MAX_FILE_BYTES})")
@@ -145,8 +153,10 @@ def capture_from_diff(
     Paths lose `strip` leading components (as `patch -pN`); None strips one (git's a/ b/,
     diff -ruN's two folder names) and then a `python/` in front of the package (a fork's
     layout). A side that is absent (/dev/null, new/deleted file mode, diff -N's epoch date) or
-    a file the wheel lacks makes an added or deleted file. Raises PatchsetError naming the
-    diff line for a path outside the package, a file listed twice, a hunk that does not apply.
+    a file the wheel lacks makes an added or deleted file; files outside the package (docs/,
+    test/ in a whole repository's diff) are ignored and listed. Raises PatchsetError naming
+    the diff line for a path that escapes (`..`), a file listed twice, a hunk that does not
+    apply; or when no file lands in the package (a wrong --strip).
     """
     label = str(diff_path)
     try:
@@ -158,10 +168,18 @@ def capture_from_diff(
     changed: dict[str, bytes] = {}
     added: dict[str, bytes] = {}
     deleted: list[str] = []
+    ignored: list[str] = []  # files outside the package (a whole repository's diff)
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         for section in split_file_diffs(text, label):
-            path = _section_path(section, strip, package, label)
+            path = _section_path(section, strip, label)
+            if not in_package(path, package):
+                ignored.append(path or section.new_path)
+                continue
+            try:
+                check_relative_path(path, "path")
+            except ValueError as exc:
+                raise PatchsetError(f"{label}: line {section.line}: {exc}") from None
             if path in changed or path in added or path in deleted:
                 raise PatchsetError(f"{label}: line {section.line}: {path} is in the diff twice")
             if section.new_absent:
@@ -178,7 +196,13 @@ def capture_from_diff(
                 added[path] = result
             elif result != base:
                 changed[path] = result
-    return Capture(changed, added, sorted(deleted), [], source=f"diff {diff_path}")
+    if ignored and not (changed or added or deleted):
+        how = "1 leading component" if strip is None else f"{strip} leading component(s)"
+        raise PatchsetError(
+            f"{label}: no file of the diff is inside the {package}/ package after stripping "
+            f"{how} (the first reads {ignored[0]!r}); set --strip N"
+        )
+    return Capture(changed, added, sorted(deleted), ignored, source=f"diff {diff_path}")
 
 
 def _apply(section: FileDiff, path: str, base: bytes | None, label: str, wheel: str) -> bytes:
@@ -195,12 +219,12 @@ def _apply(section: FileDiff, path: str, base: bytes | None, label: str, wheel: 
         raise PatchsetError(f"{where}: does not apply to {state} in {wheel}: {exc}") from None
 
 
-def _section_path(section: FileDiff, strip: int | None, package: str, label: str) -> str:
-    """Return the site-packages path a section names; both sides must agree (no renames)."""
+def _section_path(section: FileDiff, strip: int | None, label: str) -> str:
+    """Return the stripped path a section names; both sides must agree (no renames)."""
     where = f"{label}: line {section.line}"
     try:
-        old = None if section.old_absent else strip_path(section.old_path, strip, package)
-        new = None if section.new_absent else strip_path(section.new_path, strip, package)
+        old = None if section.old_absent else strip_path(section.old_path, strip)
+        new = None if section.new_absent else strip_path(section.new_path, strip)
     except PatchsetError as exc:
         raise PatchsetError(f"{where}: {exc}") from None
     if old is not None and new is not None and old != new:
@@ -208,17 +232,14 @@ def _section_path(section: FileDiff, strip: int | None, package: str, label: str
     path = new or old
     if path is None:
         raise PatchsetError(f"{where}: both sides of the diff are absent")
-    try:
-        return check_relative_path(path, "path")
-    except ValueError as exc:
-        raise PatchsetError(f"{where}: {exc}") from None
+    return path
 
 
 def strip_path(raw: str, strip: int | None, package: str = DEFAULT_PACKAGE) -> str:
-    """Return the header path `raw` relative to site-packages (see `capture_from_diff`).
+    """Return the header path `raw` without its prefix (see `capture_from_diff`): what should
+    be a path relative to site-packages, which `in_package` checks.
 
-    Raises PatchsetError when `raw` could leave the package (`..`, absolute) or does not
-    land inside it after stripping.
+    Raises PatchsetError when `raw` could leave its tree (`..`, absolute).
     """
     parts = raw.split("/")
     if ".." in parts or (raw.startswith("/") and strip is None):
@@ -229,11 +250,9 @@ def strip_path(raw: str, strip: int | None, package: str = DEFAULT_PACKAGE) -> s
             parts = parts[1:]
     else:
         parts = parts[strip:]
-    if len(parts) < 2 or parts[0] != package:
-        how = "1 leading component" if strip is None else f"{strip} leading component(s)"
-        left = "/".join(parts) or "nothing left"
-        raise PatchsetError(
-            f"path {raw!r} is not inside the {package}/ package after stripping {how} "
-            f"({left!r}); set --strip N"
-        )
     return "/".join(parts)
+
+
+def in_package(path: str, package: str = DEFAULT_PACKAGE) -> bool:
+    """Return whether the stripped `path` is a file inside `package`/."""
+    return path.startswith(package + "/") and len(path) > len(package) + 1

@@ -42,12 +42,13 @@ def split_file_diffs(text: str, label: str) -> list[FileDiff]:
     lines = text.splitlines(keepends=True)
     found: list[FileDiff] = []
     git_flags: set[str] = set()
+    current = "the diff"  # the last `diff ...` line: names the file of a binary patch
     i = 0
     while i < len(lines):
         line = lines[i]
         where = f"{label}: line {i + 1}"
         if line.startswith("diff "):
-            git_flags = set()
+            git_flags, current = set(), line.strip()
         elif line.startswith(("new file mode", "deleted file mode")):
             git_flags.add(line.split()[0])
         elif line.startswith(("rename from", "rename to", "copy from", "copy to")):
@@ -55,8 +56,9 @@ def split_file_diffs(text: str, label: str) -> list[FileDiff]:
         elif line.startswith("GIT binary patch") or (
             line.startswith("Binary files ") and line.rstrip().endswith(" differ")
         ):
+            what = line.strip() if line.startswith("Binary") else f"GIT binary patch in {current}"
             raise PatchsetError(
-                f"{where}: a binary file ({line.strip()}); a patchset holds text files only"
+                f"{where}: a binary file ({what}); a patchset holds text files only"
             )
         elif line.startswith("Only in "):
             raise PatchsetError(
