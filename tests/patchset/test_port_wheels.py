@@ -15,15 +15,33 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from ddtree_deploy.cli.app import app
 from ddtree_deploy.patchset import load_patchset, verify_patchset
-from tests.support import REPO, run_cli
+from tests.support import REPO
 
 DDTREE = REPO / "patchsets" / "ddtree"
 SERVER_ARGS = "sglang/srt/server_args.py"
 SPEC_INFO = "sglang/srt/speculative/spec_info.py"
 UTILS = "sglang/srt/speculative/ddtree_utils.py"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One CLI run in this process (CliRunner: no interpreter start per call)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> Ran:
+    done = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    return Ran(done.exit_code, done.stdout, done.stderr)
 
 
 def patchsets_with(tmp_path: Path, *versions: str) -> Path:
@@ -44,7 +62,7 @@ def tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-def port(base: Path, ref: str, to: str, *more: str):
+def port(base: Path, ref: str, to: str, *more: str) -> Ran:
     return run_cli("patchset", "port", ref, "--to", to, "--patchsets-dir", str(base), *more)
 
 
