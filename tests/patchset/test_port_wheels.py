@@ -15,13 +15,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from ddtree_deploy.cli.app import app
-from ddtree_deploy.patchset import load_patchset, verify_patchset
+from ddtree_deploy.patchset import load_patchset, verify_patchset, write_lock
+from ddtree_deploy.patchset.diffs import unified_diff
+from ddtree_deploy.patchset.materialize import digest, fetch_wheel
+from ddtree_deploy.patchset.models import Target
 from tests.support import REPO
 
 DDTREE = REPO / "patchsets" / "ddtree"
@@ -201,3 +205,52 @@ def test_diff_shows_files_and_result_diffs(tmp_path):
     missing = run_cli("patchset", "diff", "ddtree@1.0.0", "ddtree@7.0.0", "--json", *common)
     assert missing.returncode == 2 and missing.stdout == ""
     assert "patchset 'ddtree@7.0.0' not found" in missing.stderr
+
+
+def add_entry(root: Path, path: str, kind: str, source: str, text: str) -> None:
+    """Add a [[file]] of `kind` to the patchset at `root`, its source holding `text`; lock."""
+    (root / source).parent.mkdir(parents=True, exist_ok=True)
+    (root / source).write_text(text)
+    spec = root / "patchset.toml"
+    table = f'[[file]]\npath = "{path}"\n{kind} = "{source}"\n\n[smoke]'
+    spec.write_text(spec.read_text().replace("[smoke]", table, 1))
+    write_lock(load_patchset(root))
+
+
+def test_a_file_gone_from_the_release_stops_the_port(tmp_path):
+    base = patchsets_with(tmp_path, "1.0.0")
+    wrapper = "sglang/srt/distributed/parallel_state_wrapper.py"  # in 0.5.13.post1, not 0.5.12
+    with zipfile.ZipFile(fetch_wheel(Target(package="sglang", version="0.5.13.post1"))) as zf:
+        pristine = zf.read(wrapper).decode()
+    diff = unified_diff(wrapper, pristine, pristine + "# ddtree\n")
+    add_entry(base / "ddtree" / "1.0.0", wrapper, "patch", "patches/wrapper.diff", diff)
+    before = tree(tmp_path)
+    done = port(base, "ddtree@1.0.0", "sglang==0.5.12")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert outcomes(done.stderr)[wrapper] == "gone"
+    assert "gone: a patched file no longer exists in sglang==0.5.12" in done.stderr
+    assert tree(tmp_path) == before  # no patchset, no work dir: --continue cannot fix it
+
+
+def test_a_new_file_the_release_ships_is_a_conflict_and_becomes_a_patch(tmp_path):
+    base = patchsets_with(tmp_path, "1.0.0")
+    cast = "sglang/jit_kernel/cast.py"  # in 0.5.12, not in 0.5.13.post1
+    add_entry(base / "ddtree" / "1.0.0", cast, "new", f"files/{cast}", "OURS = 1\n")
+    done = port(base, "ddtree@1.0.0", "sglang==0.5.12", "--as", "1.0.1")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert outcomes(done.stderr)[cast] == "conflict"
+    work = tmp_path / ".ddtree-port" / "ddtree@1.0.1"
+    with zipfile.ZipFile(fetch_wheel(Target(package="sglang", version="0.5.12"))) as zf:
+        theirs = zf.read(cast).decode()
+    assert "OURS = 1" in (work / "files" / cast).read_text()
+    (work / "files" / cast).write_text(theirs + "OURS = 1\n")
+    server_args = work / "files" / SERVER_ARGS
+    server_args.write_text(resolve_with_theirs(server_args.read_text()))
+    resolved = port(base, "ddtree@1.0.0", "sglang==0.5.12", "--as", "1.0.1", "--continue")
+    assert resolved.returncode == 0, resolved.stderr[-3000:]
+    ported = load_patchset(base / "ddtree" / "1.0.1")
+    entry = next(e for e in ported.spec.files if e.path == cast)
+    assert (entry.kind, entry.source) == ("patch", "patches/cast.py.diff")
+    assert not (ported.root / "files" / cast).exists()
+    lock = verify_patchset(ported)
+    assert lock.files[cast].result_sha256 == digest((theirs + "OURS = 1\n").encode())
