@@ -130,6 +130,8 @@ def port(
         again = f"ddtree-deploy patchset port {report.old_ref} --to {to} --continue"
         if as_version:
             again += f" --as {as_version}"
+        if work_dir is not None:
+            again += f" --work-dir {work_dir}"
         run.console.print(
             f"[bold red]conflict[/]: no patchset written. Resolve the markers in "
             f"{escape(str(report.work_dir))}/files/, then run: {escape(again)}"
@@ -151,7 +153,7 @@ def port(
 
 
 def _print_port(run: RunContext, report: PortReport) -> None:
-    table = Table(title=f"port {report.old_ref} -> {report.new_ref}")
+    table = Table(title=escape(f"port {report.old_ref} -> {report.new_ref}"))
     for col in ("file", "outcome", "what happened"):
         table.add_column(col)
     for item in report.files:

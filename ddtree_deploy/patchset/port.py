@@ -89,7 +89,10 @@ def check_port_version(version: str) -> str:
     except InvalidVersion:
         shape = None
     if shape is None:
-        raise PatchsetError(f"--as {version!r}: not a patchset version (e.g. 1.0.1 or 1.0.0+x)")
+        raise PatchsetError(
+            f"version {version!r}: not a patchset version (MAJOR.MINOR.PATCH and at most one "
+            f"label, e.g. 1.0.1 or 1.0.0+x); give one with --as"
+        )
     return version
 
 

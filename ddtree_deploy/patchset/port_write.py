@@ -20,7 +20,13 @@ from ddtree_deploy.patchset.load import LOCK_NAME, SPEC_NAME, Patchset, load_pat
 from ddtree_deploy.patchset.lock import verify_patchset, write_lock
 from ddtree_deploy.patchset.materialize import digest, fetch_wheel, materialize
 from ddtree_deploy.patchset.models import FileEntry, PatchsetLock, Target
-from ddtree_deploy.patchset.port import STOPPING, FilePort, default_port_version, plan_port
+from ddtree_deploy.patchset.port import (
+    STOPPING,
+    FilePort,
+    check_port_version,
+    default_port_version,
+    plan_port,
+)
 from ddtree_deploy.patchset.port_state import (
     PortState,
     read_resolved,
@@ -58,7 +64,7 @@ def port_patchset(
     existing version directory or work dir, an unknown target version, or an old patchset
     that does not verify.
     """
-    version = version or default_port_version(old.spec.version, to)
+    version = check_port_version(version or default_port_version(old.spec.version, to))
     new_ref = f"{old.spec.name}@{version}"
     dest = _free_dest(base, old.spec.name, version)
     work = work_dir or work_dir_for(base, new_ref)

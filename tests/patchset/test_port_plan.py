@@ -99,7 +99,8 @@ def test_default_version_names_the_target_and_to_is_checked():
     ]:
         with pytest.raises(PatchsetError, match=match):
             parse_to_arg(bad, OLD)
-    for bad in ("1.0", "1.0.0 beta", "v1.0.0"):
+    assert default_port_version("1.0.0-rc1", to) == "1.0.0-rc1+sglang0.5.13"
+    for bad in ("1.0", "1.0.0 beta", "v1.0.0", "1.0.0-rc1+sglang0.5.13"):
         with pytest.raises(PatchsetError, match="not a patchset version"):
             check_port_version(bad)
 

@@ -236,17 +236,20 @@ def test_a_new_file_the_release_ships_is_a_conflict_and_becomes_a_patch(tmp_path
     base = patchsets_with(tmp_path, "1.0.0")
     cast = "sglang/jit_kernel/cast.py"  # in 0.5.12, not in 0.5.13.post1
     add_entry(base / "ddtree" / "1.0.0", cast, "new", f"files/{cast}", "OURS = 1\n")
-    done = port(base, "ddtree@1.0.0", "sglang==0.5.12", "--as", "1.0.1")
+    work = tmp_path / "work"
+    more = ("--as", "1.0.1", "--work-dir", str(work))
+    done = port(base, "ddtree@1.0.0", "sglang==0.5.12", *more)
     assert done.returncode == 1, done.stderr[-3000:]
     assert outcomes(done.stderr)[cast] == "conflict"
-    work = tmp_path / ".ddtree-port" / "ddtree@1.0.1"
+    assert not (tmp_path / ".ddtree-port").exists()
+    assert f"--continue --as 1.0.1 --work-dir {work}" in done.stderr.replace("\n", "")
     with zipfile.ZipFile(fetch_wheel(Target(package="sglang", version="0.5.12"))) as zf:
         theirs = zf.read(cast).decode()
     assert "OURS = 1" in (work / "files" / cast).read_text()
     (work / "files" / cast).write_text(theirs + "OURS = 1\n")
     server_args = work / "files" / SERVER_ARGS
     server_args.write_text(resolve_with_theirs(server_args.read_text()))
-    resolved = port(base, "ddtree@1.0.0", "sglang==0.5.12", "--as", "1.0.1", "--continue")
+    resolved = port(base, "ddtree@1.0.0", "sglang==0.5.12", *more, "--continue")
     assert resolved.returncode == 0, resolved.stderr[-3000:]
     ported = load_patchset(base / "ddtree" / "1.0.1")
     entry = next(e for e in ported.spec.files if e.path == cast)
