@@ -132,10 +132,10 @@ def port(
             again += f" --as {as_version}"
         if work_dir is not None:
             again += f" --work-dir {work_dir}"
-        run.console.print(
-            f"[bold red]conflict[/]: no patchset written. Resolve the markers in "
-            f"{escape(str(report.work_dir))}/files/, then run: {escape(again)}"
-        )
+        run.console.print("[bold red]conflict[/]: no patchset written. Resolve the markers in")
+        run.console.print(f"  {report.work_dir / 'files'}/", markup=False, soft_wrap=True)
+        run.console.print("then run:")
+        run.console.print(f"  {again}", markup=False, soft_wrap=True)
         raise typer.Exit(PORT_STOPPED)
     if report.written is None:
         run.console.print(
@@ -148,7 +148,8 @@ def port(
     run.console.print(
         f"[green]ported[/] {escape(report.old_ref)} -> {escape(report.new_ref)}: "
         f"{escape(str(report.written.root))}, {len(lock.files)} files locked against "
-        f"{escape(lock.wheel)}, local gate passed"
+        f"{escape(lock.wheel)}, local gate passed",
+        soft_wrap=True,
     )
 
 
