@@ -188,7 +188,7 @@ def diff(
         table.add_column(col)
     for item in found.files:
         kinds = f"{item.a_kind or '-'} -> {item.b_kind or '-'}"
-        lines = f"+{item.added} -{item.removed}" if item.change == "changed" else ""
+        lines = "" if item.change == "same" else f"+{item.added} -{item.removed}"
         table.add_row(escape(item.path), item.change, kinds, lines)
     run.console.print(table)
     for item in found.files:

@@ -30,7 +30,8 @@ class Side(_Frozen):
 
 class FileDiff(_Frozen):
     """One path: where it is, each side's kind and result sha256, the diff of the results
-    (A to B, unified, "" unless `changed`), and the diff's added/removed line counts."""
+    (A to B, unified, "" unless `changed`), and the lines added/removed (a file only in B
+    adds all its lines, one only in A removes all of its)."""
 
     path: str
     change: FileChange
@@ -79,6 +80,10 @@ def compare_file(
     text, added, removed = "", 0, 0
     if a is not None and b is not None and change == "changed":
         text, added, removed = _result_diff(path, a.result, b.result, a_ref, b_ref)
+    elif change == "only_b" and b is not None:  # the whole file arrives
+        added = len(b.result.splitlines())
+    elif change == "only_a" and a is not None:  # the whole file leaves
+        removed = len(a.result.splitlines())
     return FileDiff(
         path=path,
         change=change,
