@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from . import backups, gate, hosts, patchsets, plan, push, recover, rollback, smoke, status
+from . import (
+    backups,
+    gate,
+    hosts,
+    patchset_port,  # noqa: F401  (adds `patchset port|diff` to patchset_app)
+    patchsets,
+    plan,
+    push,
+    recover,
+    rollback,
+    smoke,
+    status,
+)
 from .command import host_command
 from .context import RunContext
 

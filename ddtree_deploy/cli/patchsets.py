@@ -1,4 +1,5 @@
-"""`patchset list|lock|verify|new`: local only, no host is contacted."""
+"""`patchset list|lock|verify|new`: local only but for `new --from-host` (one read-only
+request). `port` and `diff` live in patchset_port.py."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ from .context import InventoryOpt, RunContext
 from .from_host import capture_inventory_host
 from .options import PatchsetsDirOpt
 
-patchset_app = typer.Typer(help="Patchsets on disk: list, lock, verify, new.", no_args_is_help=True)
+patchset_app = typer.Typer(
+    help="Patchsets on disk: list, lock, verify, new, port, diff.", no_args_is_help=True
+)
 RefArg = Annotated[str, typer.Argument(help="NAME@VERSION, or NAME for its highest version.")]
 
 

@@ -166,6 +166,8 @@ class PatchsetSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.\-+][A-Za-z0-9.]+)?$")
     description: str = ""
+    # NAME@VERSION this patchset was ported from (`patchset port`): where its diffs came from.
+    ported_from: str | None = None
     target: Target
     files: list[FileEntry] = Field(alias="file", min_length=1)
     smoke: SmokeConfig = SmokeConfig()

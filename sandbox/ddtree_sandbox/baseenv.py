@@ -150,7 +150,7 @@ def ensure_base_env(
         requirements_text, TORCH_SPEC, python_version, digest_torchvision_standin()
     )
     overlay_dir = None
-    if base_file:
+    if base_file and read_requirement_pins(overlay_text):  # a bare `-r` list: no overlay
         overlay_key = compute_base_key(overlay_text, key, python_version, "overlay")
         overlay_dir = cache_dir / f"overlay-{overlay_key}"
     base_root = cache_dir / f"base-{key}"

@@ -29,6 +29,12 @@ def test_0523_list_is_the_0513_base_plus_what_differs():
     assert OVERLAY_PTH_NAME < BASE_PTH_NAME  # site.py reads .pth files sorted: overlay first
 
 
+def test_0513_list_is_the_0513post1_env_with_no_overlay():
+    base, rest = split_base_requirements(requirements_path("0.5.13").read_text())
+    assert base == "requirements-sglang-0.5.13.post1.txt"
+    assert read_requirement_pins(rest) == []  # ensure_base_env builds no overlay for it
+
+
 @pytest.mark.hosts
 def test_0523_hosts_share_the_base_and_see_the_overlay_first(sandbox_factory, base_env):
     new = sandbox_factory(1, sglang_version="0.5.23")
