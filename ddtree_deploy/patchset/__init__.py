@@ -1,5 +1,6 @@
 """Patchsets: models, loading, materialising from the pinned wheel, the lock."""
 
+from ddtree_deploy.patchset.copy import copy_version
 from ddtree_deploy.patchset.dedupe import DedupePlan, SharedSource, apply_dedupe, plan_dedupe
 from ddtree_deploy.patchset.load import (
     Patchset,
@@ -27,6 +28,7 @@ __all__ = [
     "apply_dedupe",
     "blob_path",
     "build_lock",
+    "copy_version",
     "check_sources",
     "default_patchsets_dir",
     "list_patchsets",
