@@ -1,14 +1,13 @@
 """Time the DDTree builder and the batched verify walk; print a small table.
 
 Usage: python3 bench/bench_ddtree_builder.py [--repeats N] [--threads T]
-Loads ddtree_utils.py from the patchset's files/ tree (no sglang needed). Runs on
+Loads ddtree_utils.py from where the patchset keeps it (no sglang needed). Runs on
 the CPU, and on CUDA too when it is available. Times are medians per call in ms.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -18,10 +17,10 @@ from types import ModuleType
 
 import torch
 
-UTILS_PATH = (
-    Path(__file__).resolve().parents[1]
-    / "patchsets/ddtree/1.0.0/files/sglang/srt/speculative/ddtree_utils.py"
-)
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.support import load_module, utils_file  # noqa: E402 - the product's source resolver
+
 DEPTHS = 15
 VOCAB = 151_936
 BUDGETS = (16, 64, 256, 1024)
@@ -30,13 +29,8 @@ WALK_BUDGETS = (64, 256)
 
 
 def load_utils() -> ModuleType:
-    """Return ddtree_utils loaded by file path."""
-    spec = importlib.util.spec_from_file_location("_bench_ddtree_utils", UTILS_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """Return ddtree_1.0.0's ddtree_utils, loaded from where its bytes live (the shared store)."""
+    return load_module("_bench_ddtree_utils", utils_file(REPO / "patchsets/ddtree/1.0.0"))
 
 
 def time_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:

@@ -43,7 +43,7 @@ from ddtree_deploy.pipeline import PUSH_REQUESTS  # noqa: E402
 from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources  # noqa: E402
 from ddtree_deploy.stages import op_builders as ops  # noqa: E402
 from ddtree_deploy.stages.prepared import prepare_patchset  # noqa: E402
-from tests.support import make_patchset  # noqa: E402 - the repo's patchset variant builder
+from tests.support import make_patchset, utils_file  # noqa: E402 - the repo's patchset variant builder
 
 SCENARIO_A_HOSTS = 4
 
@@ -102,7 +102,7 @@ def variants(root: Path) -> dict[str, Path]:
     """Patchset dirs (each holding ddtree 1.0.0) for the scenarios."""
 
     def mark_broken(dest: Path) -> None:
-        utils = dest / "files" / "sglang" / "srt" / "speculative" / "ddtree_utils.py"
+        utils = utils_file(dest)
         utils.write_text(utils.read_text() + f"\n# {BROKEN_MARKER}: the service stays 503\n")
 
     return {

@@ -3,6 +3,7 @@ a payload file or a smoke script as a module."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import shutil
@@ -17,6 +18,7 @@ import tomli_w
 
 REPO = Path(__file__).resolve().parents[1]
 DDTREE_100 = REPO / "patchsets" / "ddtree" / "1.0.0"
+UTILS = "sglang/srt/speculative/ddtree_utils.py"  # the new file shared by every ddtree version
 FAST_SUITES = ["integrity", "compile"]
 SMOKE_DIR = REPO / "ddtree_deploy" / "smoke"
 
@@ -52,7 +54,7 @@ def make_patchset(
     dest = root / "patchsets" / "ddtree" / version
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(DDTREE_100, dest, ignore=shutil.ignore_patterns("patchset.lock.json"))
+    copy_patchset(DDTREE_100, dest, own_files=True, lock=False)  # every file its own, editable
     text = (dest / "patchset.toml").read_text()
     spec = tomllib.loads(text)
     smoke = spec.get("smoke", {})
@@ -67,14 +69,34 @@ def make_patchset(
     return root / "patchsets"
 
 
+def copy_patchset(source: Path, dest: Path, own_files: bool = False, lock: bool = True) -> Path:
+    """Copy the patchset version at `source` to `dest` (a NAME/VERSION folder) with its shared
+    files (`copy_version`): as blobs in dest's store, or with `own_files` as its own files."""
+    from ddtree_deploy.patchset import copy_version, load_patchset
+
+    return copy_version(load_patchset(source), dest, own_files=own_files, lock=lock)
+
+
+def patchset_file(patchset_root: Path, path: str = UTILS) -> Path:
+    """Return the file holding the source bytes of entry `path` of the patchset at
+    `patchset_root`: its own file, or its blob in the shared store (the product's resolver)."""
+    from ddtree_deploy.patchset import load_patchset, source_file
+
+    patchset = load_patchset(patchset_root)
+    (entry,) = [e for e in patchset.spec.files if e.path == path]
+    return source_file(patchset, entry)
+
+
 def utils_file(patchset_root: Path) -> Path:
-    return patchset_root / "files" / "sglang" / "srt" / "speculative" / "ddtree_utils.py"
+    """Return where ddtree_utils.py's bytes are for the patchset at `patchset_root`."""
+    return patchset_file(patchset_root, UTILS)
 
 
 def load_module(name: str, path: Path) -> ModuleType:
     """Return the module at `path`, registered under `name` (dataclasses need that)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
+    if name not in sys.modules:  # an explicit loader: a shared blob's name has no .py suffix
+        loader = importlib.machinery.SourceFileLoader(name, str(path))
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

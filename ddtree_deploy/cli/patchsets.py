@@ -12,8 +12,11 @@ from rich.table import Table
 
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset import (
+    STORE_DIR,
+    apply_dedupe,
     default_patchsets_dir,
     list_patchsets,
+    plan_dedupe,
     resolve_patchset,
     verify_patchset,
     write_lock,
@@ -194,3 +197,30 @@ def _file_table(rows: list[FileRow], title: str) -> Table:
     if len(ignored) > IGNORED_ROWS_SHOWN:
         table.add_row(f"... {len(ignored) - IGNORED_ROWS_SHOWN} more", "[dim]ignored[/]", "", "")
     return table
+@patchset_app.command("dedupe")
+@local_command
+def dedupe(
+    run: RunContext,
+    name: Annotated[str, typer.Argument(help="The patchset NAME whose versions to dedupe.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the moves only.")] = False,
+    patchsets_dir: PatchsetsDirOpt = None,
+) -> None:
+    """Move source files several versions hold byte for byte into NAME/shared/ (locks unchanged)."""
+    base = patchsets_dir or default_patchsets_dir()
+    versions = [p for p in list_patchsets(base) if p.spec.name == name]
+    if not versions:
+        raise PatchsetError(f"{base}: no patchset named {name!r}")
+    plan = plan_dedupe(versions)
+    table = Table(title=f"{name}: shared files" + (" (dry run)" if dry_run else ""))
+    for col in ("version", "path", "source", "sha256"):
+        table.add_column(col)
+    for move in plan.moves:
+        table.add_row(escape(move.ref), escape(move.path), escape(move.source), move.sha256[:12])
+    run.console.print(table)
+    for ref in plan.unlocked:
+        run.console.print(f"skipped {ref}: no lock (lock it, then dedupe)", markup=False)
+    if not dry_run:
+        apply_dedupe(versions, plan)
+    verb = "would move" if dry_run else "moved"
+    store = base / name / STORE_DIR
+    run.console.print(f"{verb} {len(plan.moves)} files into {store}; no lock changed", markup=False)

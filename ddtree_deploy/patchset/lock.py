@@ -11,9 +11,15 @@ from ddtree_deploy.patchset.materialize import (
     digest,
     fetch_wheel,
     materialize,
-    read_source,
 )
 from ddtree_deploy.patchset.models import LockedFile, PatchsetLock
+from ddtree_deploy.patchset.sources import (
+    drop_copies,
+    local_shared,
+    read_source,
+    source_file,
+    store_copies,
+)
 
 
 def build_lock(patchset: Patchset) -> PatchsetLock:
@@ -62,9 +68,19 @@ def digest_references(patchset: Patchset) -> dict[str, str]:
 
 
 def write_lock(patchset: Patchset) -> PatchsetLock:
+    """Build the lock (see `build_lock`), write patchset.lock.json, and return the lock.
+
+    A ``shared = true`` entry is read from its local copy when the version has one (a file
+    being authored, edited in place) and that copy is then moved into the name's store
+    (NAME/shared/sha256/<its sha256>); otherwise from the blob the old lock names. Nothing is
+    written when the lock cannot be built (PatchsetError).
+    """
     lock = build_lock(patchset)
+    copies = local_shared(patchset)
+    store_copies(patchset.root, copies)  # blobs first: the new lock may name them
     text = json.dumps(lock.model_dump(), indent=2, sort_keys=True) + "\n"
     (patchset.root / LOCK_NAME).write_text(text, encoding="utf-8")
+    drop_copies(patchset.root, copies)
     return lock
 
 
@@ -94,7 +110,7 @@ def check_sources(patchset: Patchset) -> PatchsetLock:
             raise PatchsetError(f"{where}: {entry.path}: lock entry does not match the spec")
         if digest(read_source(patchset, entry)) != locked.source_sha256:
             raise PatchsetError(
-                f"{patchset.source_path(entry.source)}: changed since the lock was written "
+                f"{source_file(patchset, entry)}: changed since the lock was written "
                 f"(sha256 differs); run `ddtree-deploy patchset lock {spec.ref}`"
             )
         if locked.kind == "new" and locked.result_sha256 != locked.source_sha256:

@@ -12,7 +12,8 @@ from pathlib import Path
 from ddtree_deploy.agent.host.pure import apply_unified_diff, sha256_bytes
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset.load import Patchset
-from ddtree_deploy.patchset.models import MAX_FILE_BYTES, FileEntry, Target
+from ddtree_deploy.patchset.models import FileEntry, Target
+from ddtree_deploy.patchset.sources import read_source
 
 CACHE_ENV = "DDTREE_DEPLOY_CACHE"
 
@@ -64,23 +65,6 @@ def fetch_wheel(target: Target) -> Path:
             return cached[0]
         errors.append(done.stderr.strip().splitlines()[-1:] or ["no output"])
     raise PatchsetError(f"cannot download {spec}: {errors[-1][0]}")
-
-
-def read_source(patchset: Patchset, entry: FileEntry) -> bytes:
-    """A file/diff of the patchset, checked for existence, size and UTF-8 text."""
-    path = patchset.source_path(entry.source)
-    if not path.is_file():
-        raise PatchsetError(f"{patchset.root}: file {entry.path!r}: {entry.source} not found")
-    if path.is_symlink() or patchset.root.resolve() not in path.resolve().parents:
-        raise PatchsetError(f"{path}: must be a regular file inside the patchset")
-    data = path.read_bytes()
-    if len(data) > MAX_FILE_BYTES:
-        raise PatchsetError(f"{path}: {len(data)} bytes exceeds the {MAX_FILE_BYTES} byte limit")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise PatchsetError(f"{path}: not UTF-8 text (binary files are not supported)") from None
-    return data
 
 
 def check_diff_header(path_label: str, entry: FileEntry, diff: str) -> None:

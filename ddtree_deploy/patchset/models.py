@@ -36,11 +36,16 @@ class Target(_Strict):
 
 
 class FileEntry(_Strict):
-    """One file the patchset owns: a new file of ours, or a diff against the base."""
+    """One file the patchset owns: a new file of ours, or a diff against the base.
+
+    `shared`: the source's bytes live once in the name's content-addressed store (under the
+    lock's `source_sha256`) rather than in this version's folder; see `patchset/sources.py`.
+    """
 
     path: str
     new: str | None = None
     patch: str | None = None
+    shared: bool = False
 
     @field_validator("path")
     @classmethod

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ddtree_deploy.errors import PatchsetError
+from ddtree_deploy.patchset.copy import copy_version
 from ddtree_deploy.patchset.diffs import unified_diff
-from ddtree_deploy.patchset.load import LOCK_NAME, SPEC_NAME, Patchset, load_patchset
+from ddtree_deploy.patchset.load import SPEC_NAME, Patchset, load_patchset
 from ddtree_deploy.patchset.lock import verify_patchset, write_lock
 from ddtree_deploy.patchset.materialize import digest, fetch_wheel, materialize
 from ddtree_deploy.patchset.models import FileEntry, PatchsetLock, Target
@@ -148,7 +149,9 @@ def write_ported(
     shutil.rmtree(staging, ignore_errors=True)
     root = staging / dest.parent.name / dest.name
     try:
-        shutil.copytree(old.root, root, ignore=shutil.ignore_patterns(LOCK_NAME))
+        # Self-contained: shared sources become the new version's own files (a merged diff
+        # cannot stay the old blob); `patchset dedupe NAME` shares them again.
+        copy_version(old, root, own_files=True, lock=False)
         entries = _write_sources(old, root, files)
         spec_path = root / SPEC_NAME
         text = spec_path.read_text(encoding="utf-8")

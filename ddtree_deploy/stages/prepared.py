@@ -16,8 +16,8 @@ from ddtree_deploy.errors import ConfigError, PatchsetError
 from ddtree_deploy.gate.prompts import Prompt, read_prompts
 from ddtree_deploy.gate.settings import GateConfig
 from ddtree_deploy.patchset import Patchset, check_sources
-from ddtree_deploy.patchset.materialize import read_source
 from ddtree_deploy.patchset.models import LosslessConfig, ServeConfig
+from ddtree_deploy.patchset.sources import read_source
 
 SMOKE_ENV = "DDTREE_DEPLOY_SMOKE_DIR"
 

@@ -97,9 +97,12 @@ def copy_with_edits(
     Raises ValueError when an ``old`` text is not in its file exactly once (``variant``
     names the variant in the message).
     """
+    from ddtree_deploy.patchset import copy_version, load_patchset
+
     root = out_base / "ddtree" / version
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns("*.lock.json", "__pycache__"))
+    # every file its own (shared ones too), so an edit below changes this copy only
+    copy_version(load_patchset(source), root, own_files=True, lock=False)
     spec = root / "patchset.toml"
     text = spec.read_text()
     spec.write_text(text.replace('version = "1.1.0"', f'version = "{version}"', 1))

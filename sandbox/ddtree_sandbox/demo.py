@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddtree_deploy.patchset import default_patchsets_dir
+from ddtree_deploy.patchset import copy_version, default_patchsets_dir, load_patchset
 from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
 from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset
 from ddtree_sandbox.hosts import start_sandbox
@@ -32,7 +32,7 @@ def build_demo_patchsets(workdir: Path) -> Path:
     directory, or $DDTREE_DEPLOY_PATCHSETS), a broken 1.1.1 and a slow 1.1.6 that still lock."""
     root = workdir / "patchsets" / "ddtree"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(default_patchsets_dir() / "ddtree" / "1.1.0", root / "1.1.0")
+    copy_version(load_patchset(default_patchsets_dir() / "ddtree" / "1.1.0"), root / "1.1.0")
     build_broken_patchset(root / "1.1.0", root.parent, "mask")
     build_gate_patchset(root / "1.1.0", root.parent, "slow")
     return root.parent

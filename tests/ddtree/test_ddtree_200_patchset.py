@@ -13,10 +13,9 @@ import pytest
 
 from ddtree_deploy.patchset import check_sources, load_patchset, verify_patchset
 from ddtree_deploy.patchset.materialize import digest, fetch_wheel
-from tests.support import REPO
+from tests.support import REPO, patchset_file
 
 DDTREE_200 = REPO / "patchsets" / "ddtree" / "2.0.0"
-UTILS = "files/sglang/srt/speculative/ddtree_utils.py"
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +35,8 @@ def test_spec_targets_0523_with_the_smoke_suites_of_100():
     )
     assert spec["target"] == {"package": "sglang", "version": "0.5.23"}
     assert spec["smoke"] == spec_100["smoke"]
-    assert (DDTREE_200 / UTILS).read_bytes() == (
-        REPO / "patchsets/ddtree/1.0.0" / UTILS
-    ).read_bytes()
+    ddtree_100 = REPO / "patchsets" / "ddtree" / "1.0.0"
+    assert patchset_file(DDTREE_200).read_bytes() == patchset_file(ddtree_100).read_bytes()
     check_sources(load_patchset(DDTREE_200))
 
 
@@ -51,7 +49,7 @@ def test_diffs_apply_with_zero_fuzz_and_offset_and_match_the_lock(pristine):
         if entry.kind == "new":
             assert not target.exists(), f"{entry.path} already exists in sglang 0.5.23"
             continue
-        diff = (DDTREE_200 / entry.source).read_text()
+        diff = patchset_file(DDTREE_200, entry.path).read_text()
         assert diff.splitlines()[:2] == [f"--- a/{entry.path}", f"+++ b/{entry.path}"]
         assert digest(target.read_bytes()) == lock.files[entry.path].base_sha256
         done = subprocess.run(

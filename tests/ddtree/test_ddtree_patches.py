@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import patchset_file
+
 PATCHSET_DIR = Path(__file__).resolve().parents[2] / "patchsets" / "ddtree" / "1.0.0"
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -31,12 +33,12 @@ def test_manifest_targets_pinned_sglang() -> None:
     assert manifest["target"] == {"package": "sglang", "version": "0.5.13.post1"}
     assert "ddtree" in manifest["smoke"]["suites"] and "gpu" in manifest["smoke"]["suites"]
     for entry in manifest["file"]:
-        assert (PATCHSET_DIR / entry.get("new", entry.get("patch", ""))).is_file()
+        assert patchset_file(PATCHSET_DIR, entry["path"]).is_file()
 
 
 @pytest.mark.parametrize("entry", patched_files(), ids=lambda e: e["path"])
 def test_diff_names_its_file_and_counts_match(entry: dict) -> None:
-    lines = (PATCHSET_DIR / entry["patch"]).read_text().splitlines()
+    lines = patchset_file(PATCHSET_DIR, entry["path"]).read_text().splitlines()
     assert lines[0] == f"--- a/{entry['path']}"
     assert lines[1] == f"+++ b/{entry['path']}"
     assert sum(line.startswith("--- ") for line in lines) == 1, "one file per diff"

@@ -13,9 +13,9 @@ from types import ModuleType
 import pytest
 import torch
 
-from tests.support import DDTREE_100, SMOKE_DIR, load_module, load_smoke_script
+from tests.support import DDTREE_100, SMOKE_DIR, load_module, load_smoke_script, utils_file
 
-UTILS_PATH = DDTREE_100 / "files/sglang/srt/speculative/ddtree_utils.py"
+UTILS_PATH = utils_file(DDTREE_100)
 SEED_LOGITS = [[5.0, 4.0, 1.0], [4.0, 2.0, 1.0]]
 
 

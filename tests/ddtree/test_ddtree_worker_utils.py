@@ -12,13 +12,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.support import REPO, load_module, load_smoke_script
+from tests.support import REPO, load_module, load_smoke_script, patchset_file
 
-PAYLOAD = REPO / "patchsets/ddtree/1.1.0/files/sglang/srt/speculative"
+DDTREE_110 = REPO / "patchsets/ddtree/1.1.0"
+PAYLOAD = "sglang/srt/speculative"
 
 
-tree_utils = load_module("_payload110_ddtree_utils", PAYLOAD / "ddtree_utils.py")
-wu = load_module("_payload110_ddtree_worker_utils", PAYLOAD / "ddtree_worker_utils.py")
+tree_utils = load_module(
+    "_payload110_ddtree_utils", patchset_file(DDTREE_110, f"{PAYLOAD}/ddtree_utils.py")
+)
+wu = load_module(
+    "_payload110_ddtree_worker_utils",
+    patchset_file(DDTREE_110, f"{PAYLOAD}/ddtree_worker_utils.py"),
+)
 
 
 def random_trees(seed: int, budgets: list[int], depths: int = 5, vocab: int = 9):

@@ -91,6 +91,19 @@ def _diff_edit(bench: Bench) -> None:
     diff.write_text(diff.read_text().replace("\n+", "\n+# not what was locked\n+", 1))
 
 
+def _tampered_shared_blob(bench: Bench) -> None:
+    """Keep ddtree_utils.py in the name's store (shared, as the real versions do), then edit
+    the blob: the push must refuse it before any host is written."""
+    from ddtree_deploy.patchset import apply_dedupe, load_patchset, plan_dedupe
+    from ddtree_deploy.patchset.store import put_blob
+
+    blob = put_blob(bench.patchset_root, utils_file(bench.patchset_root).read_bytes())
+    versions = [load_patchset(bench.patchset_root)]
+    apply_dedupe(versions, plan_dedupe(versions))  # the stored file is now shared
+    assert utils_file(bench.patchset_root) == blob
+    blob.write_bytes(blob.read_bytes() + b"\n# edited in the store\n")
+
+
 def _utf8_error_inventory(bench: Bench) -> None:
     bench.inventory.write_bytes(bench.inventory.read_bytes() + b"\n# caf\xe9 \xff\n")
 
@@ -172,6 +185,7 @@ CASES: dict[str, tuple[Callable[[Bench], None] | None, list[str] | None, str]] =
     ),
     "patchset_source_changed": (_append_to_utils(b"\n# edited\n"), None, "changed since the lock"),
     "diff_changed_after_lock": (_diff_edit, None, "changed since the lock"),
+    "patchset_shared_blob_tampered": (_tampered_shared_blob, None, "tampered store"),
     "patchset_binary_file": (_append_to_utils(b"\x00\xff\xfe"), None, "not UTF-8 text"),
     "patchset_oversized_file": (_append_to_utils(b"# pad\n" * 400_000), None, "byte limit"),
     "patchset_toml_not_utf8": (

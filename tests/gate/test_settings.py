@@ -4,7 +4,6 @@ built-in defaults; prompts files read and locked; every bad value named."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from ddtree_deploy.inventory.load import load_inventory, parse_inventory
 from ddtree_deploy.patchset import check_sources, load_patchset
 from ddtree_deploy.stages import prepare_patchset
 from ddtree_deploy.stages.gate_plan import plan_gate
-from tests.support import REPO
+from tests.support import REPO, copy_patchset
 
 DDTREE_110 = REPO / "patchsets" / "ddtree" / "1.1.0"
 
@@ -117,7 +116,7 @@ def with_gate(tmp_path: Path, gate_toml: str, prompts: str | None) -> Path:
     """A copy of ddtree 1.1.0 with a [gate] table (and its prompts file), relocked only in
     its references (the code's lock is unchanged: no wheel needed)."""
     root = tmp_path / "ddtree" / "1.1.0"
-    shutil.copytree(DDTREE_110, root)
+    copy_patchset(DDTREE_110, root)
     spec = root / "patchset.toml"
     spec.write_text(spec.read_text() + "\n[gate]\n" + gate_toml)
     if prompts is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -18,7 +17,7 @@ from ddtree_deploy.patchset import load_patchset, verify_patchset
 from ddtree_deploy.patchset.capture import capture_from_tree
 from ddtree_deploy.patchset.materialize import Materialized, materialize
 from tests.patchset.conftest import linked_copy, write_file
-from tests.support import DDTREE_100, REPO
+from tests.support import DDTREE_100, REPO, copy_patchset
 
 TARGET = "sglang==0.5.13.post1"
 SHIPPED = json.loads((DDTREE_100 / "patchset.lock.json").read_text())
@@ -42,7 +41,7 @@ def with_ddtree(tmp_path: Path, *versions: str) -> Path:
     """A patchsets dir holding copies of the shipped ddtree versions (for --like)."""
     patchsets = tmp_path / "patchsets"
     for version in versions:
-        shutil.copytree(REPO / "patchsets" / "ddtree" / version, patchsets / "ddtree" / version)
+        copy_patchset(REPO / "patchsets" / "ddtree" / version, patchsets / "ddtree" / version)
     patchsets.mkdir(exist_ok=True)
     return patchsets
 

@@ -134,12 +134,10 @@ def test_missing_lock_is_refused(tmp_path):
 def test_lossless_references_are_locked_like_the_code(tmp_path):
     """ddtree 1.1.0 ships the lossless gate's references: editing one (a bad reference could
     make the gate pass a lossy build) is refused by the local gate, naming the file."""
-    import shutil
-
-    from tests.support import REPO
+    from tests.support import REPO, copy_patchset
 
     root = tmp_path / "ddtree" / "1.1.0"
-    shutil.copytree(REPO / "patchsets" / "ddtree" / "1.1.0", root)
+    copy_patchset(REPO / "patchsets" / "ddtree" / "1.1.0", root)
     patchset = load_patchset(root)
     lock = check_sources(patchset)
     assert set(lock.references) == set(patchset.spec.lossless.references)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import time
 
 import pytest
 
 from ddtree_deploy.patchset import load_patchset
-from tests.support import DDTREE_100, run_cli
+from tests.support import DDTREE_100, copy_patchset, run_cli
 
 pytestmark = pytest.mark.hosts
 TARGET = "0.5.13"
@@ -28,7 +27,7 @@ def verdict(suite: dict) -> str:
 
 def test_ported_patchset_pushes_to_a_host_with_that_sglang(sandbox_factory, tmp_path):
     patchsets = tmp_path / "patchsets"
-    shutil.copytree(DDTREE_100, patchsets / "ddtree" / "1.0.0")
+    copy_patchset(DDTREE_100, patchsets / "ddtree" / "1.0.0")
     marks = [("", time.monotonic())]
     ported = run_cli(
         "patchset", "port", "ddtree@1.0.0", "--to", f"sglang=={TARGET}",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from ddtree_deploy.patchset import load_patchset, verify_patchset, write_lock
 from ddtree_deploy.patchset.diffs import unified_diff
 from ddtree_deploy.patchset.materialize import digest, fetch_wheel
 from ddtree_deploy.patchset.models import Target
-from tests.support import REPO
+from tests.support import REPO, copy_patchset, patchset_file
 
 DDTREE = REPO / "patchsets" / "ddtree"
 SERVER_ARGS = "sglang/srt/server_args.py"
@@ -52,7 +51,7 @@ def patchsets_with(tmp_path: Path, *versions: str) -> Path:
     """A patchsets dir in tmp_path holding copies of these ddtree versions."""
     base = tmp_path / "patchsets"
     for version in versions:
-        shutil.copytree(DDTREE / version, base / "ddtree" / version)
+        copy_patchset(DDTREE / version, base / "ddtree" / version)
     return base
 
 
@@ -83,8 +82,11 @@ def test_port_100_to_0513_is_clean_and_passes_the_local_gate(tmp_path):
     assert {p: f.result_sha256 for p, f in lock.files.items()} == {
         p: f.result_sha256 for p, f in old.files.items()
     }  # 0.5.13's files equal 0.5.13.post1's: the same results
-    for rel in ("patches/spec_info.py.diff", "files/" + UTILS):  # clean: the old bytes kept
-        assert (ported.root / rel).read_bytes() == (DDTREE / "1.0.0" / rel).read_bytes()
+    for path in (SPEC_INFO, UTILS):  # clean and carried: the old bytes kept (own files now)
+        entry = next(e for e in ported.spec.files if e.path == path)
+        assert not entry.shared
+        kept = (ported.root / entry.source).read_bytes()
+        assert kept == patchset_file(DDTREE / "1.0.0", path).read_bytes()
     assert not (tmp_path / ".ddtree-port").exists()
 
 
@@ -156,7 +158,7 @@ def test_a_conflicting_port_writes_no_patchset_then_continue_locks_it(tmp_path):
 
 def test_bad_inputs_exit_2_and_write_nothing(tmp_path):
     base = patchsets_with(tmp_path, "1.0.0")
-    shutil.copytree(DDTREE / "1.0.0", base / "ddtree" / "1.0.1")
+    copy_patchset(DDTREE / "1.0.0", base / "ddtree" / "1.0.1")
     toml = base / "ddtree" / "1.0.1" / "patchset.toml"
     toml.write_text(toml.read_text().replace('version = "1.0.0"', 'version = "1.0.1"', 1))
     before = tree(tmp_path)

@@ -3,13 +3,12 @@ for the lossless and the gate tests; each test leaves the hosts as it found them
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
 from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset
 from tests.serving.serving import DDTREE_110, Serving
+from tests.support import copy_patchset
 
 
 @pytest.fixture(scope="package")
@@ -28,7 +27,7 @@ def serving(base_env, tmp_path_factory):
         models=["target", "control"],
     )
     patchsets = workdir / "patchsets"
-    shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
+    copy_patchset(DDTREE_110, patchsets / "ddtree" / "1.1.0")
     for variant in VARIANTS:
         build_broken_patchset(DDTREE_110, patchsets, variant)
     for variant in GATE_VARIANTS:

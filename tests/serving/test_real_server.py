@@ -30,7 +30,7 @@ from tests.serving.serving import (
     server_suites,
     summary,
 )
-from tests.support import run_cli
+from tests.support import copy_patchset, run_cli
 
 pytestmark = pytest.mark.hosts
 
@@ -168,7 +168,7 @@ def without_references(patchsets: Path, version: str = "1.1.0") -> Path:
     """A copy of `patchsets` whose ddtree `version` ships no lossless references."""
     out = patchsets.parent / f"{patchsets.name}-norefs"
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(patchsets / "ddtree" / version, out / "ddtree" / version)
+    copy_patchset(patchsets / "ddtree" / version, out / "ddtree" / version)
     spec = out / "ddtree" / version / "patchset.toml"
     text = spec.read_text()
     start = text.index("references = [")
@@ -205,7 +205,7 @@ def test_a_plain_server_records_the_reference_before_the_restart(base_env, tmp_p
                             service="sglang", initial_algorithm=None)  # fmt: skip
     try:
         patchsets = workdir / "patchsets"
-        shutil.copytree(DDTREE_110, patchsets / "ddtree" / "1.1.0")
+        copy_patchset(DDTREE_110, patchsets / "ddtree" / "1.1.0")
         norefs = without_references(patchsets)
         # On this CPU DDTREE serves about half the tokens/s of plain decoding (measured
         # 333 -> 159 on the target, p95 latency x2.1: docs/gate.md); this host allows that,

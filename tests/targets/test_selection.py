@@ -3,7 +3,6 @@ transport answers facts; patchsets are copies of the real ddtree 1.0.0 and 2.0.0
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset, prepare_choice
 from ddtree_deploy.transport import Transport
 from tests.pipeline.fakehost import RESULTS
-from tests.support import REPO, make_patchset
+from tests.support import REPO, copy_patchset, make_patchset
 
 DDTREE = REPO / "patchsets" / "ddtree"
 
@@ -26,7 +25,7 @@ DDTREE = REPO / "patchsets" / "ddtree"
 def patchsets_with(root: Path, *versions: str) -> Path:
     """Copy the named real ddtree versions (locked) to root/patchsets; return that dir."""
     for version in versions:
-        shutil.copytree(DDTREE / version, root / "patchsets" / "ddtree" / version)
+        copy_patchset(DDTREE / version, root / "patchsets" / "ddtree" / version)
     return root / "patchsets"
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import time
 import tomllib
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from ddtree_deploy.patchset import load_patchset
 from ddtree_sandbox.inventory_file import render_toml
-from tests.support import REPO, run_cli
+from tests.support import REPO, copy_patchset, run_cli
 
 pytestmark = pytest.mark.hosts
 DDTREE = REPO / "patchsets" / "ddtree"
@@ -138,7 +137,7 @@ def fast_copies(root: Path, *versions: str) -> Path:
     does not cover [smoke], so they stay locked)."""
     for version in versions:
         dest = root / "patchsets" / "ddtree" / version
-        shutil.copytree(DDTREE / version, dest)
+        copy_patchset(DDTREE / version, dest)  # shared files stay shared: blobs copied
         spec = dest / "patchset.toml"
         head = spec.read_text().split("[smoke]")[0]
         spec.write_text(f'{head}[smoke]\nsuites = ["integrity", "compile"]\nafter_restart = []\n')
