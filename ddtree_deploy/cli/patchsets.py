@@ -197,6 +197,8 @@ def _file_table(rows: list[FileRow], title: str) -> Table:
     if len(ignored) > IGNORED_ROWS_SHOWN:
         table.add_row(f"... {len(ignored) - IGNORED_ROWS_SHOWN} more", "[dim]ignored[/]", "", "")
     return table
+
+
 @patchset_app.command("dedupe")
 @local_command
 def dedupe(
