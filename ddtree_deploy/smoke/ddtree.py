@@ -8,15 +8,19 @@ patched sglang.
 The tree checks recompute everything from `parents` and the logits, never from
 the builder's other outputs, so a builder that emits a wrong parent fails. They
 take the ddtree_utils module as an argument so tests can drive them without sglang.
+`registration` and `worker_class` import sglang: DDTREE parses and has its budget field,
+and its create_worker returns the worker class sglang would build (none is built).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import math
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -286,8 +290,65 @@ def server_args_fields(server_args_cls: type) -> dict[str, Any]:
     return {f.name: f for f in msgspec.structs.fields(server_args_cls)}
 
 
+def check_worker_class() -> Check:
+    """DDTREE's create_worker returns a class whose module imports; no worker is built.
+
+    Fails with the exception's type and first line (and where it was raised): an sglang
+    older than the carried code (ddtree 2.0.0 ported to 0.5.22 calls 0.5.23's
+    get_platform_worker_cls) breaks here instead of at server start.
+    """
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    server_args = build_unresolved_server_args(ServerArgs)
+    try:
+        worker_cls = SpeculativeAlgorithm.from_string("DDTREE").create_worker(server_args)
+        if isinstance(worker_cls, type):
+            importlib.import_module(worker_cls.__module__)
+    except Exception as exc:  # the failure is the check's answer
+        return False, describe_exception(exc)
+    if not isinstance(worker_cls, type):
+        return False, f"create_worker returned {worker_cls!r}, not a class"
+    return True, f"{worker_cls.__module__}.{worker_cls.__qualname__}"
+
+
+def build_unresolved_server_args(server_args_cls: type) -> Any:
+    """Return a `server_args_cls` holding its field defaults (model_path ""), never resolved
+    (no model, device or platform is read), with overlap scheduling disabled.
+
+    Up to sglang 0.5.13 ServerArgs is a dataclass whose __post_init__ resolves the model, so
+    the instance is made without __init__ and given each field's default. From 0.5.14 it is
+    a msgspec Struct whose construction leaves resolution to `resolve_once`. Overlap is off
+    as sglang's handler sets it for the DFlash family on 0.5.13 (there create_worker refuses
+    DFLASH with overlap); on 0.5.23 DDTREE's worker serves both, so the class is the same.
+    """
+    if dataclasses.is_dataclass(server_args_cls):
+        server_args = object.__new__(server_args_cls)
+        for field in dataclasses.fields(server_args_cls):
+            if field.default_factory is not dataclasses.MISSING:
+                setattr(server_args, field.name, field.default_factory())
+            elif field.default is not dataclasses.MISSING:
+                setattr(server_args, field.name, field.default)
+        server_args.model_path = ""
+    else:
+        server_args = server_args_cls(model_path="")
+    server_args.disable_overlap_schedule = True
+    return server_args
+
+
+def describe_exception(exc: BaseException) -> str:
+    """Return "Type: first line of the message", then where it was raised (file:line)."""
+    message = str(exc).splitlines()
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"\nraised at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {message[0] if message else ''}{where}"
+
+
 def run_checks(suite: Suite, utils: ModuleType, with_registration: bool = True) -> list[dict]:
-    """Run every check into `suite` (an exception fails its check); return the suite's checks."""
+    """Run every check into `suite` (an exception fails its check); return the suite's checks.
+
+    `with_registration` adds the checks that import sglang: registration, worker_class.
+    """
     named: list[tuple[str, Callable[[], Check]]] = [
         ("seed", lambda: check_seed(utils)),
         ("random_topology", lambda: check_random_topology(utils)),
@@ -297,6 +358,7 @@ def run_checks(suite: Suite, utils: ModuleType, with_registration: bool = True) 
     ]
     if with_registration:
         named.append(("registration", check_registration))
+        named.append(("worker_class", check_worker_class))
     for name, check in named:
         suite.run(name, check)
     return suite.checks
