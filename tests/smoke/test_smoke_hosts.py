@@ -198,7 +198,9 @@ def test_ddtree_catches_a_builder_with_a_wrong_parent(patched):
     result = suite_events(events)["ddtree"]
     failed = {c["name"] for c in result["checks"] if not c["passed"]}
     assert {"seed", "random_topology"} <= failed
-    assert "registration" not in failed
+    assert "registration" not in failed and "worker_class" not in failed
+    worker_class = next(c for c in result["checks"] if c["name"] == "worker_class")
+    assert worker_class["detail"] == "sglang.srt.speculative.dflash_worker.DFlashWorker"
     assert f"site-packages/{SPECULATIVE}/ddtree_utils.py" in result["details"]
     assert "parents=[-1, 0, 0," in result["details"]
 

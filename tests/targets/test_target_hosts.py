@@ -103,6 +103,11 @@ def test_push_ddtree_200_to_real_sglang_0523(sandbox_factory):
     )
     assert checks["registration"]["passed"], checks["registration"]
     assert "CustomSpecAlgo('DDTREE')" in checks["registration"]["detail"]
+    assert checks["worker_class"] == {
+        "name": "worker_class",
+        "passed": True,
+        "detail": "sglang.srt.speculative.dflash_worker_v2.DFlashWorkerV2",
+    }
 
     probe = host.run([host.python, "-W", "ignore", "-c", BUDGET_PROBE], timeout_s=600)
     assert probe.returncode == 0, probe.stderr[-3000:]
