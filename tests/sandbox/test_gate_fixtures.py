@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset import check_sources, load_patchset, verify_patchset
+from ddtree_deploy.patchset import check_sources, load_patchset, read_source, verify_patchset
 from ddtree_sandbox import gate_fixtures
 from ddtree_sandbox.broken import VARIANTS, build_broken_patchset, copy_with_edits
 from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset, drop_lossless
@@ -20,17 +20,26 @@ from tests.support import REPO
 DDTREE_110 = REPO / "patchsets" / "ddtree" / "1.1.0"
 
 
+def original_bytes(rel: str) -> bytes | None:
+    """1.1.0's bytes of the file at ``rel`` (its own file, or a shared source's blob)."""
+    if (DDTREE_110 / rel).is_file():
+        return (DDTREE_110 / rel).read_bytes()
+    ddtree_110 = load_patchset(DDTREE_110)
+    for entry in ddtree_110.spec.files:
+        if entry.source == rel:
+            return read_source(ddtree_110, entry)
+    return None
+
+
 def changed_files(root: Path) -> set[str]:
-    """Files (relative paths) of ``root`` that differ from or are missing in 1.1.0."""
+    """Files (relative paths) of ``root`` that differ from or are missing in 1.1.0 (a
+    self-contained copy holds 1.1.0's shared sources as its own files: those are unchanged)."""
     return {
         str(path.relative_to(root))
         for path in root.rglob("*")
         if path.is_file()
         and path.name != "patchset.lock.json"
-        and (
-            not (DDTREE_110 / path.relative_to(root)).is_file()
-            or (DDTREE_110 / path.relative_to(root)).read_bytes() != path.read_bytes()
-        )
+        and original_bytes(str(path.relative_to(root))) != path.read_bytes()
     }
 
 
