@@ -1,7 +1,7 @@
 """Open a route's SSH connections hop by hop, each with strict host keys.
 
 Fabric is not in this path on purpose: for a ProxyJump it builds the gateway connection
-itself with Paramiko's AutoAddPolicy and no known_hosts, so an unknown bastion key would be
+itself with Paramiko's auto-add policy and no known_hosts, so an unknown bastion key would be
 accepted silently, and it has no hook to change that per hop. Here every hop is one
 Paramiko SSHClient whose only host-key check is ours (`_KnownHostsPolicy`: the inventory's,
 the user's and the system's known_hosts, hashed names included); hop N+1 runs over a
