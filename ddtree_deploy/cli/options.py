@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,9 @@ from rich.markup import escape
 from ddtree_deploy.gate.settings import GateMode
 
 from .confirm import CONFIRM_ABOVE_HOSTS
+
+if TYPE_CHECKING:
+    from ddtree_deploy.inventory import Host
 
 PatchsetOpt = Annotated[
     str,
@@ -45,6 +48,15 @@ YesOpt = Annotated[
 ]
 NoRestartOpt = Annotated[
     bool, typer.Option("--no-restart", help="Do not restart the service (skips health).")
+]
+IsolatedImportsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--isolated-imports",
+        help="`imports` suite: each patched module in a fresh interpreter of its own (slow) "
+        "instead of a child forked from one warm parent, for hosts where fork is unsafe; "
+        "as inventory [hosts.NAME.smoke] isolated_imports = true.",
+    ),
 ]
 BreakLockOpt = Annotated[
     bool, typer.Option("--break-lock", help="Take over a lock held by another run (shown).")
@@ -82,3 +94,13 @@ def gate_mode(choice: GateChoice | None) -> GateMode | None:
         GateChoice.FULL: "full",
     }
     return modes[choice]
+
+
+def with_isolated_imports(hosts: list[Host], isolated: bool) -> list[Host]:
+    """`hosts`, each with smoke.isolated_imports on when --isolated-imports was given."""
+    if not isolated:
+        return hosts
+    return [
+        host.model_copy(update={"smoke": host.smoke.model_copy(update={"isolated_imports": True})})
+        for host in hosts
+    ]

@@ -24,12 +24,14 @@ from .context import RunContext
 from .options import (
     BreakLockOpt,
     GateModeOpt,
+    IsolatedImportsOpt,
     NoRestartOpt,
     PatchsetOpt,
     PatchsetsDirOpt,
     StrictOpt,
     YesOpt,
     gate_mode,
+    with_isolated_imports,
 )
 from .rollout import run_and_exit
 
@@ -78,6 +80,7 @@ def push(
     rollback_on_abort: RollbackOnAbortOpt = True,
     gate: GateModeOpt = None,
     yes: YesOpt = False,
+    isolated_imports: IsolatedImportsOpt = False,
 ) -> None:
     """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
 
@@ -87,7 +90,7 @@ def push(
     --canary N alone first, then --batch sizes; once --max-fail is passed (or a canary
     fails) no new host starts, and hosts this run deployed are rolled back.
     """
-    hosts = run.targets.resolve()
+    hosts = with_isolated_imports(run.targets.resolve(), isolated_imports)
     choice = load_choice(patchset, patchsets_dir, strict)
     policy = RolloutPolicy(
         parallel=run.parallel,

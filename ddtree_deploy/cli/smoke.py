@@ -14,7 +14,13 @@ from ddtree_deploy.stages import PreparedPatchset, default_smoke_dir, load_smoke
 from .choice import load_choice
 from .command import host_command
 from .context import RunContext
-from .options import PatchsetOpt, PatchsetsDirOpt, StrictOpt
+from .options import (
+    IsolatedImportsOpt,
+    PatchsetOpt,
+    PatchsetsDirOpt,
+    StrictOpt,
+    with_isolated_imports,
+)
 from .rollout import run_and_exit
 
 SuiteOpt = Annotated[
@@ -34,9 +40,10 @@ def smoke(
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,
     suite: SuiteOpt = None,
+    isolated_imports: IsolatedImportsOpt = False,
 ) -> None:
     """Run smoke suites on hosts against what is installed now (changes nothing)."""
-    hosts = run.targets.resolve()
+    hosts = with_isolated_imports(run.targets.resolve(), isolated_imports)
     choice = load_choice(patchset, patchsets_dir, strict)
     sources = load_smoke_sources(suite or choice.suite_names, default_smoke_dir())
 

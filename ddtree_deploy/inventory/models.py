@@ -97,7 +97,7 @@ class ServeOverrides(ServeConfig):
 
 
 class SmokeSpec(_Strict):
-    """Settings of the `server` smoke suite for one host.
+    """Settings of the smoke suites for one host (most of them: the `server` suite's).
 
     Unset expected_algorithm/expected_ddtree_budget are read from the serve flags a push
     writes; unset min_accept_length comes from the patchset's [lossless].
@@ -117,6 +117,9 @@ class SmokeSpec(_Strict):
     api_key_env: str | None = None
     max_new_tokens: int = Field(default=16, ge=1)
     timeout_s: float = Field(default=60.0, gt=0)
+    # The `imports` suite imports each patched module in a fresh interpreter of its own
+    # instead of a child forked from a warm parent (for hosts where fork is unsafe).
+    isolated_imports: bool = False
 
     @field_validator("api_key_file")
     @classmethod

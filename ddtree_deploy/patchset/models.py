@@ -81,6 +81,8 @@ class SmokeConfig(_Strict):
     suites: list[str] = ["integrity", "compile", "imports"]
     after_restart: list[str] = []
     timeout_s: float = Field(default=900.0, gt=0)
+    # `imports`: the longest one module's import may take before it is killed and named.
+    import_timeout_s: float = Field(default=300.0, gt=0)
 
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,13 +1,21 @@
 """Smoke suite `imports`: the patched modules and their dependents import on this host.
 
-1. Each module the patchset adds or changes is imported in a fresh process of its own
-   (run side by side), so one module's import cannot mask another's failure.
-2. Every module under the patched modules' package that imports one of them (found by
-   reading its source with ast) is imported in ONE further fresh process: importing
-   sglang costs seconds, and a process per dependent would cost a minute per host.
-   A dependent fails the suite when its import error involves a patched module (a
+1. Each module the patchset adds or changes is imported in a process of its own, so one
+   module's import cannot mask another's failure; every module under the patched modules'
+   package that imports one of them (found by reading its source with ast) is imported in
+   ONE further process.
+2. Those processes are children forked from ONE warm parent (_forked_imports.py) that has
+   already imported what the modules share (torch, transformers, the unpatched parts of
+   sglang) with every patched module and dependent refused, so the suite costs about one
+   import of everything instead of one per module. A child that crashes, raises or hangs
+   (killed after `import_timeout_s`) is that module's failure; its group goes on without
+   it. `--isolated-imports` (inventory [hosts.NAME.smoke] isolated_imports) imports each in
+   a fresh interpreter instead; the suite also falls back to that, and says why, when the
+   warm parent finds fork unsafe (CUDA initialised, a hanging shared import) or dies.
+3. A dependent fails the suite when its import error involves a patched module (a
    missing name, or a traceback frame inside a patched file); other errors (e.g. a CUDA
    kernel package absent on this host) are reported as unavailable, not as failures.
+The `mode` check says which way the modules were imported and what the warm-up did.
 """
 
 import ast
@@ -34,23 +42,134 @@ print(json.dumps(out))
 """
 
 
-def import_in_fresh_process(names, timeout_s=600):
-    """name -> None or {error, frames, tail}, from one new interpreter."""
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(names)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+def import_in_fresh_process(names, timeout_s):
+    """name -> None or {error, frames, tail}, from one new interpreter (killed after
+    timeout_s per name)."""
+    limit = timeout_s * max(1, len(names))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, json.dumps(names)],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+        )
+    except subprocess.TimeoutExpired:
+        why = "import did not finish in %ss: killed" % limit
+        return {name: {"error": why, "frames": [], "tail": why, "kind": "hang"} for name in names}
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if not lines:
-        err = {
-            "error": f"interpreter died (exit {done.returncode})",
-            "frames": [],
-            "tail": done.stderr[-1500:],
-        }
+        code = done.returncode
+        why = "interpreter died (%s)" % (f"signal {-code}" if code < 0 else f"exit {code}")
+        err = {"error": why, "frames": [], "tail": f"{why}\n{done.stderr[-1500:]}", "kind": "crash"}
         return {name: err for name in names}
     return json.loads(lines[-1])
+
+
+def import_isolated(groups, timeout_s):
+    """Each group in fresh interpreters: one per group, side by side up to the CPU count."""
+    workers = max(1, min(len(groups), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        done = pool.map(lambda names: import_in_fresh_process(names, timeout_s), groups)
+    return [results for results in done]
+
+
+def module_file(site, name):
+    """The source file of module `name` under `site`, or None."""
+    base = os.path.join(site, *name.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def shared_imports(site, names, blocked):
+    """What the modules `names` import (read with ast), less the blocked ones: the warm
+    parent's list. Relative imports are resolved against each module's package."""
+    found = set()
+    for name in names:
+        path = module_file(site, name)
+        if path is None:
+            continue
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        try:
+            found |= imported_modules(path, package)
+        except (SyntaxError, OSError, UnicodeDecodeError, ValueError):
+            continue
+    blocked = set(blocked)
+    return sorted(
+        n
+        for n in found
+        if n and n not in blocked and not any(n.startswith(b + ".") for b in blocked)
+    )
+
+
+def import_forked(site, groups, timeout_s):
+    """Each group in a child forked from one warm parent; returns (results per group, what
+    the warm-up did, why some groups ran in fresh interpreters instead or "")."""
+    names = [n for group in groups for n in group]
+    request = {
+        "blocked": names,
+        "warm": shared_imports(site, names, names),
+        "groups": groups,
+        "timeout_s": timeout_s,
+        "workers": os.cpu_count() or 1,
+    }
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_forked_imports.py")
+    limit = timeout_s * (len(names) + 1)
+    try:
+        done = subprocess.run(
+            [sys.executable, script],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=limit,
+        )
+        stdout, stderr, code = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        stdout, stderr, code = exc.stdout or "", exc.stderr or "", "killed after %ss" % limit
+        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+        stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+    warm, results = {}, [None] * len(groups)
+    for line in stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        msg = json.loads(line)
+        if "warm" in msg:
+            warm = msg["warm"]
+        elif "group" in msg:
+            results[msg["group"]] = msg["results"]
+    missing = [i for i, r in enumerate(results) if r is None]
+    fallback = ""
+    if missing:
+        if warm.get("unsafe"):
+            fallback = "fork unsafe here: %s" % warm["unsafe"]
+        else:
+            last = (stderr.strip().splitlines() or [""])[-1][:200]
+            fallback = "warm parent ended early (exit %s): %s" % (code, last)
+        again = import_isolated([groups[i] for i in missing], timeout_s)
+        for index, found in zip(missing, again):
+            results[index] = found
+    return results, warm, fallback
+
+
+def describe_mode(isolated, warm, fallback, groups):
+    """The `mode` check's detail: how the modules were imported."""
+    count = "%d modules in %d processes" % (sum(len(g) for g in groups), len(groups))
+    if isolated:
+        return "isolated (--isolated-imports): %s, each a fresh interpreter" % count
+    text = (
+        "fork: %s forked from one warm parent (warm-up %ss: %s shared imports kept, %s "
+        % (
+            count,
+            warm.get("s", "?"),
+            warm.get("kept", "?"),
+            warm.get("evicted", "?"),
+        )
+        + "evicted for touching the patch)"
+    )
+    if fallback:
+        text += "; fell back to fresh interpreters: " + fallback
+    return text
 
 
 def imported_modules(path, package):
@@ -92,6 +211,10 @@ def find_dependents(site, patched):
 
 
 def implicates_patch(failure, patched, patched_files):
+    """True when a dependent's failure may be the patch's doing: its error names a patched
+    module or a frame is in a patched file; a hang or a crash cannot be told apart."""
+    if failure.get("kind") in ("hang", "crash"):
+        return True
     text = failure["error"]
     return any(m in text for m in patched) or any(f in patched_files for f in failure["frames"])
 
@@ -101,21 +224,29 @@ def main():
     site = suite.input.get("site_packages") or ""
     patched = suite.input.get("modules", [])
     patched_files = {os.path.join(site, f["path"]) for f in suite.input.get("files", [])}
-    workers = max(1, min(len(patched), os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers) as pool:
-        own = dict(zip(patched, pool.map(lambda m: import_in_fresh_process([m])[m], patched)))
-    for name, failure in own.items():
-        suite.check(name, failure is None, "ok" if failure is None else failure["tail"])
+    options = (suite.input.get("options") or {}).get("imports") or {}
+    timeout_s = float(options.get("timeout_s") or 300)
+    isolated = bool(options.get("isolated")) or not hasattr(os, "fork")
     dependents = find_dependents(site, patched)
+    groups = [[name] for name in patched] + ([dependents] if dependents else [])
+    if not groups:
+        suite.finish()
+    if isolated:
+        results, warm, fallback = import_isolated(groups, timeout_s), {}, ""
+    else:
+        results, warm, fallback = import_forked(site, groups, timeout_s)
+    suite.check("mode", True, describe_mode(isolated, warm, fallback, groups))
+    for name in patched:
+        failure = results[patched.index(name)][name]
+        suite.check(name, failure is None, "ok" if failure is None else failure["tail"])
     unavailable = {}
-    if dependents:
-        for name, failure in import_in_fresh_process(dependents).items():
-            if failure is None:
-                suite.check(name, True, "ok (dependent)")
-            elif implicates_patch(failure, patched, patched_files):
-                suite.check(name, False, f"dependent of a patched module: {failure['tail']}")
-            else:
-                unavailable[name] = failure["error"][:200]
+    for name, failure in (results[-1] if dependents else {}).items():
+        if failure is None:
+            suite.check(name, True, "ok (dependent)")
+        elif implicates_patch(failure, patched, patched_files):
+            suite.check(name, False, f"dependent of a patched module: {failure['tail']}")
+        else:
+            unavailable[name] = failure["error"][:200]
     if unavailable:
         suite.check(
             "unavailable on this host (not caused by the patch)", True, json.dumps(unavailable)

@@ -220,6 +220,10 @@ def smoke_op(
         "modules": prepared.modules,
         "options": {
             "gpus": host.gpus,
+            "imports": {
+                "isolated": host.smoke.isolated_imports,
+                "timeout_s": prepared.import_timeout_s,
+            },
             "server": server_options(host, prepared),
             "service": host.service.kind,
             "lossless": lossless_options(host, prepared, mode),

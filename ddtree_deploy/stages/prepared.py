@@ -74,6 +74,7 @@ class PreparedPatchset:
     references: tuple[dict[str, Any], ...] = ()  # the lossless reference files, parsed
     gate: GateConfig | None = None  # the serving gate's defaults ([gate])
     gate_prompts: tuple[Prompt, ...] = ()  # [gate] prompts, else the [lossless] prompts
+    import_timeout_s: float = 300.0  # `imports`: one module's import at most, then killed
 
     @property
     def paths(self) -> list[str]:
@@ -120,6 +121,7 @@ def prepare_patchset(patchset: Patchset, siblings: Sequence[Patchset] = ()) -> P
         suites=tuple(spec.smoke.suites),
         after_restart=tuple(spec.smoke.after_restart),
         smoke_timeout_s=spec.smoke.timeout_s,
+        import_timeout_s=spec.smoke.import_timeout_s,
         serve=spec.serve,
         lossless=spec.lossless,
         references=load_references(patchset),

@@ -69,6 +69,11 @@ def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = 
         "--dtype", dtype,
         # Caps (see MAX_TOTAL_TOKENS).
         "--max-total-tokens", str(MAX_TOTAL_TOKENS),
+        # Unset, sglang derives it from the RAM free at start less what it reserves for
+        # prefill activations and a draft model (GPU-sized): with ~21 GB free it came out
+        # too small and KV pool sizing failed ("Not enough memory"). The pool is capped by
+        # --max-total-tokens anyway; the fraction only has to leave it room.
+        "--mem-fraction-static", "0.5",
         "--context-length", str(CONTEXT_LENGTH),
         # DDTREE needs page size 1 (KV compaction is an index remap); same for every server.
         "--page-size", "1",

@@ -138,4 +138,6 @@ def test_installed_cli_verifies_the_patchsets_and_reads_every_suite(installed):
     )
     loaded = installed.run("python", "-c", code, *suites)
     assert loaded.returncode == 0, loaded.stderr
-    assert loaded.stdout.strip() == str(sorted([*suites, "_http.py", "_lossless.py", "_suite.py"]))
+    assert loaded.stdout.strip() == str(
+        sorted([*suites, "_forked_imports.py", "_http.py", "_lossless.py", "_suite.py"])
+    )

@@ -12,7 +12,14 @@ from tests.support import SMOKE_DIR
 def test_suites_travel_with_every_helper_and_without_the_package_init(monkeypatch):
     monkeypatch.delenv("DDTREE_DEPLOY_SMOKE_DIR", raising=False)
     sources = load_smoke_sources(["gpu", "imports"], default_smoke_dir())
-    assert list(sources) == ["_http.py", "_lossless.py", "_suite.py", "gpu", "imports"]
+    assert list(sources) == [
+        "_forked_imports.py",
+        "_http.py",
+        "_lossless.py",
+        "_suite.py",
+        "gpu",
+        "imports",
+    ]
     assert sources["_suite.py"] == (SMOKE_DIR / "_suite.py").read_text()
 
 
