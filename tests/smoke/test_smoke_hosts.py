@@ -43,11 +43,13 @@ class Patched:
         self.push = run_cli("push", "-H", "host0", "-i", self.inventory, "-p", PATCHSET, "--json")
         self.push_events = parse_events(self.push.stdout)
 
-    def smoke(self, *suites: str) -> tuple[int, list[dict], ET.Element, str]:
+    def smoke(
+        self, *suites: str, extra: tuple[str, ...] = ()
+    ) -> tuple[int, list[dict], ET.Element, str]:
         """`smoke --json --junit` on host0: exit code, events, JUnit root, stderr (table)."""
         junit = self.workdir / "smoke.xml"
         junit.unlink(missing_ok=True)
-        args = ["smoke", "-H", "host0", "-i", self.inventory, "-p", PATCHSET, "--json"]
+        args = ["smoke", "-H", "host0", "-i", self.inventory, "-p", PATCHSET, "--json", *extra]
         for suite in suites:
             args += ["--suite", suite]
         done = run_cli(*args, "--junit", str(junit))
@@ -132,6 +134,8 @@ def test_push_verifies_and_every_suite_passes_on_the_patched_host(patched):
     results = suite_events(events)
     assert list(results) == ALL_SUITES
     assert all(results[s]["passed"] for s in ALL_SUITES if s != "gpu"), results
+    mode = {c["name"]: c["detail"] for c in results["imports"]["checks"]}["mode"]
+    assert mode.startswith("fork: ") and "forked from one warm parent" in mode, mode
     assert results["gpu"]["skipped"] and not results["gpu"]["passed"]
     assert {c["name"] for c in results["server"]["checks"]} == {
         "health",
@@ -175,12 +179,15 @@ def test_compile_catches_a_syntax_error_in_a_patched_module(patched):
 
 
 def test_imports_catches_a_dependent_importing_a_missing_name(patched):
+    """Also in isolated mode (--isolated-imports): each module in a fresh interpreter."""
     target = patched.site_file(DEPENDENT)
     bad = "from sglang.srt.speculative.spec_info import NoSuchName  # noqa"
     with altered(target, insert_after_future_imports(target.read_text(), bad)):
-        code, events, _, _ = patched.smoke("imports")
+        code, events, _, _ = patched.smoke("imports", extra=("--isolated-imports",))
     assert code == 1
     result = suite_events(events)["imports"]
+    mode = {c["name"]: c["detail"] for c in result["checks"]}["mode"]
+    assert mode.startswith("isolated (--isolated-imports)"), mode
     failed = [c for c in result["checks"] if not c["passed"]]
     assert [c["name"] for c in failed] == ["sglang.srt.speculative.ngram_info"]
     assert "dependent of a patched module" in failed[0]["detail"]

@@ -57,3 +57,22 @@ def test_every_builder_sends_arguments_the_agent_reads():
         gate.bake_s == 5 and gate.load_requests == 32 and gate.health_url == host.service.health_url
     )
     assert gate.prompts == [{"text": "hi"}] and gate.server_url == "http://127.0.0.1:30000"
+
+
+def test_isolated_imports_reaches_the_suite_from_the_inventory_or_the_flag():
+    from ddtree_deploy.cli.options import with_isolated_imports
+    from ddtree_deploy.inventory.models import SmokeSpec
+
+    p = dataclasses.replace(prepared(), import_timeout_s=42.0)
+    plain = Host(name="h", address="a")
+    keyed = Host(name="k", address="b", smoke=SmokeSpec(isolated_imports=True))
+
+    def imports_options(host: Host) -> dict:
+        suites = ops.smoke_op(host, "/site", p, {"imports": "print()"}, 30.0).typed_args().suites
+        return suites[0].input["options"]["imports"]
+
+    assert imports_options(plain) == {"isolated": False, "timeout_s": 42.0}
+    assert imports_options(keyed) == {"isolated": True, "timeout_s": 42.0}
+    flagged = with_isolated_imports([plain, keyed], True)
+    assert [imports_options(h)["isolated"] for h in flagged] == [True, True]
+    assert with_isolated_imports([plain], False) == [plain]
