@@ -29,6 +29,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -155,12 +156,20 @@ def import_one(name):
 def child_main(names, fd):
     """In the forked child: import each name, writing {start} and {done} lines to fd."""
     os.dup2(2, 1)  # a module printing must not reach the parent's protocol on stdout
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     out = os.fdopen(fd, "w", buffering=1)
     for name in names:
         out.write(json.dumps({"start": name}) + "\n")
         out.write(json.dumps({"done": name, "failure": import_one(name)}) + "\n")
     out.flush()
     os._exit(0)
+
+
+def _exit_with_parent(parent):
+    """A child whose warm parent was killed (the suite's own timeout) must not hang on."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(71)
 
 
 class Child:
