@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,6 +186,13 @@ class BenchHosts:
             if status.returncode != 0:
                 host.run([self.python, f"{host.service_dir}/instant_service.py", "start"])
 
+    def hosts_cpu_s(self, count: int) -> float:
+        """CPU seconds used so far by the first ``count`` hosts' sshd process trees: every
+        live process under each sshd plus what the finished ones used (the kernel adds a
+        child's CPU to its parent's when reaped). A daemon that left the tree is not counted.
+        """
+        return sum(_tree_cpu_s(proc.pid) for proc in self.sandbox._procs[:count])
+
     def stop(self) -> None:
         for host in self.hosts:
             host.run([self.python, f"{host.service_dir}/instant_service.py", "stop"])
@@ -225,6 +234,27 @@ def start_bench_hosts(workdir: Path, count: int, patchsets_dir: Path, rtt_s: flo
         sandbox.stop()
         raise
     return bench
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """`pid`'s CPU (reaped children included) plus its live descendants'."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        children = [int(c) for task in tasks for c in (task / "children").read_text().split()]
+    except OSError:
+        children = []
+    return _process_cpu_s(pid) + sum(_tree_cpu_s(child) for child in children)
+
+
+def _process_cpu_s(pid: int) -> float:
+    """utime+stime+cutime+cstime of `pid` from /proc (0 once it has gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is fields[0]
+    ticks = sum(int(value) for value in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def log(message: str) -> None:
