@@ -6,8 +6,9 @@ wrapped so every transport it opens is remembered. On exit STATS_JSON gets
 ``{"exit_code": N, "hosts": {name: {connects, execs, bytes_sent, bytes_received}}}``.
 
 With ``DDTREE_BENCH_PROFILE=FILE`` every thread (main, fleet workers, Paramiko's transport
-threads) runs under its own cProfile profiler timing thread CPU (not wall) and the merged stats go to FILE (pstats
-format), so `bench/profile_fleet.py` can show where the controller spends its CPU.
+threads) runs under its own cProfile profiler, timing thread CPU (not wall), and the merged
+stats go to FILE (pstats format): `bench/profile_fleet.py` shows where the controller
+spends its CPU.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -91,9 +91,7 @@ def run_ddtree(
             f"{done.stderr[-3000:]}"
         )
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    run = ToolRun(
-        wall_s, stats["exit_code"], timed.cpu_s, timed.load_1m, stats["hosts"], events
-    )
+    run = ToolRun(wall_s, stats["exit_code"], timed.cpu_s, timed.load_1m, stats["hosts"], events)
     if events:
         first, last = event_time_s(events[0]), event_time_s(events[-1])
         run.phases_s = {
