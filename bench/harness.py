@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -185,13 +186,6 @@ class BenchHosts:
             if status.returncode != 0:
                 host.run([self.python, f"{host.service_dir}/instant_service.py", "start"])
 
-    def hosts_cpu_s(self, count: int) -> float:
-        """CPU seconds used so far by the first ``count`` hosts' sshd process trees: every
-        live process under each sshd plus what the finished ones used (the kernel adds a
-        child's CPU to its parent's when reaped). A daemon that left the tree is not counted.
-        """
-        return sum(_tree_cpu_s(proc.pid) for proc in self.sandbox._procs[:count])
-
     def stop(self) -> None:
         for host in self.hosts:
             host.run([self.python, f"{host.service_dir}/instant_service.py", "stop"])
@@ -235,25 +229,18 @@ def start_bench_hosts(workdir: Path, count: int, patchsets_dir: Path, rtt_s: flo
     return bench
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """`pid`'s CPU (reaped children included) plus its live descendants'."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        children = [int(c) for task in tasks for c in (task / "children").read_text().split()]
-    except OSError:
-        children = []
-    return _process_cpu_s(pid) + sum(_tree_cpu_s(child) for child in children)
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (/proc/stat: all but idle, iowait)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(value) for value in fields]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # idle, iowait
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
-def _process_cpu_s(pid: int) -> float:
-    """utime+stime+cutime+cstime of `pid` from /proc (0 once it has gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is fields[0]
-    ticks = sum(int(value) for value in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
+def own_cpu_s() -> float:
+    """CPU seconds of this bench process (its delay proxies' threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def log(message: str) -> None:

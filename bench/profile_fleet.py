@@ -46,15 +46,12 @@ def main() -> int:
         for i in range(args.runs):
             for n in args.hosts:
                 bench.reset(n)
-                host_cpu_s = bench.hosts_cpu_s(n)
                 profile = None if args.no_profile else args.workdir / f"push-{n}.pstats"
                 run = run_ddtree(bench, inventories[n], dirs["none"], profile=profile)
                 check_deployed(bench, n)
-                host_cpu_s = bench.hosts_cpu_s(n) - host_cpu_s
                 log(
                     f"run {i + 1}: {n} hosts: wall {run.wall_s:.2f} s, controller CPU "
-                    f"{run.cpu_s:.2f} s = {run.cpu_s / n:.3f} s/host, hosts' CPU "
-                    f"{host_cpu_s / n:.3f} s/host, load {run.load_1m:.1f}"
+                    f"{run.cpu_s:.2f} s = {run.cpu_s / n:.3f} s/host, load {run.load_1m:.1f}"
                 )
                 if profile is not None:
                     print(f"== {n} hosts, run {i + 1}\n{hottest(profile, args.top)}")

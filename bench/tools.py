@@ -72,14 +72,15 @@ def run_ddtree(
     patchsets_dir: Path,
     expect_exit: int = 0,
     profile: Path | None = None,
+    extra: list[str] | None = None,
 ) -> ToolRun:
-    """`ddtree-deploy push --all --yes --json` through the stats hook; one fresh process
-    (with ``profile``: every controller thread under cProfile, stats written there)."""
+    """`ddtree-deploy push --all --yes --json [extra]` through the stats hook; one fresh
+    process (with ``profile``: every controller thread under cProfile, stats written there)."""
     stats_path = bench.workdir / "ddtree-stats.json"
     argv = [
         sys.executable, str(BENCH_DIR / "ddtree_push.py"), str(stats_path),
         "push", "-i", str(inventory), "--all", "--yes", "--json",
-        "-p", "ddtree@1.0.0", "--patchsets-dir", str(patchsets_dir),
+        "-p", "ddtree@1.0.0", "--patchsets-dir", str(patchsets_dir), *(extra or []),
     ]  # fmt: skip
     launched = time.time()
     timed = _timed(argv, env={PROFILE_ENV: str(profile)} if profile else None)
@@ -206,19 +207,37 @@ def run_fabric(bench: BenchHosts, count: int) -> ToolRun:
     return ToolRun(timed.wall_s, done.returncode, timed.cpu_s, timed.load_1m)
 
 
-def run_smoke_floor(bench: BenchHosts, count: int, suite_input: dict) -> ToolRun:
+def _ssh_argv(bench: BenchHosts, index: int, command: str) -> list[str]:
+    """Plain OpenSSH to host ``index`` through its proxy: one connect, one exec."""
+    return [
+        "ssh", "-i", str(bench.sandbox.identity_file),
+        "-o", f"UserKnownHostsFile={bench.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=no",
+        "-p", str(bench.proxies[index].port), "root@127.0.0.1", command,
+    ]  # fmt: skip
+
+
+def run_ssh(bench: BenchHosts, index: int, command: str) -> ToolRun:
+    """`command` on host ``index`` over plain ssh; raises RuntimeError unless it exits 0."""
+    timed = _timed(_ssh_argv(bench, index, command))
+    if timed.done.returncode != 0:
+        raise RuntimeError(f"ssh {command!r} exited {timed.done.returncode}: "
+                           f"{timed.done.stderr[-2000:]}")  # fmt: skip
+    return ToolRun(timed.wall_s, 0, timed.cpu_s, timed.load_1m)
+
+
+def run_smoke_floor(
+    bench: BenchHosts, count: int, suite_input: dict, script: str | None = None
+) -> ToolRun:
     """The `imports` suite alone: on each host at once, one plain `ssh` (connect + one exec)
-    runs the suite script the agent left in state_dir/smoke with the same input."""
-    script = f"{bench.hosts[0].state_dir}/smoke/imports.py"
+    runs the suite ``script`` (default: the one the agent left in state_dir/smoke) with the
+    same input."""
+    script = script or f"{bench.hosts[0].state_dir}/smoke/imports.py"
     procs = []
+    load_1m = os.getloadavg()[0]
     started = time.monotonic()
-    for proxy in bench.proxies[:count]:
-        argv = [
-            "ssh", "-i", str(bench.sandbox.identity_file),
-            "-o", f"UserKnownHostsFile={bench.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=no",
-            "-p", str(proxy.port), "root@127.0.0.1", f"{bench.python} {script}",
-        ]  # fmt: skip
+    for index in range(count):
+        argv = _ssh_argv(bench, index, f"{bench.python} {script}")
         procs.append(
             subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -230,7 +249,7 @@ def run_smoke_floor(bench: BenchHosts, count: int, suite_input: dict) -> ToolRun
         lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines or not json.loads(lines[-1]).get("passed"):
             raise RuntimeError(f"smoke floor failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return ToolRun(wall_s, 0)
+    return ToolRun(wall_s, 0, load_1m=load_1m)
 
 
 def event_time_s(event: dict) -> float:
