@@ -475,8 +475,7 @@ def main() -> int:
             "date": time.strftime("%Y-%m-%d"),
             "load_average_at_start": round(os.getloadavg()[0], 1),
         }
-        if "setup" not in out:
-            out["setup"] = setup
+        out["setup"] = {**out.get("setup", {}), **setup}  # an --only run keeps the rest
         log(f"setup: {setup}")
         sizes = sorted(set(args.hosts))
         steps = [
