@@ -44,7 +44,7 @@ lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and m
 clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache
 
-bench: install  ## deploy benchmarks at 25 ms RTT vs Ansible/Fabric (root, ~10 min): docs/benchmarks.md
+bench: install  ## interleaved benchmarks vs Ansible/Fabric at 0/25/100 ms, 1-64 hosts, import gate (root, ~25 min): docs/benchmarks.md
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) bench/run_benchmarks.py $(BENCH_ARGS)
 

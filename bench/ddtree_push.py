@@ -4,21 +4,62 @@ Usage: ``python bench/ddtree_push.py STATS_JSON ARGS...`` runs ``ddtree-deploy A
 exactly as the console script would, with one hook: the fleet's ``open_transport`` is
 wrapped so every transport it opens is remembered. On exit STATS_JSON gets
 ``{"exit_code": N, "hosts": {name: {connects, execs, bytes_sent, bytes_received}}}``.
+
+With ``DDTREE_BENCH_PROFILE=FILE`` every thread (main, fleet workers, Paramiko's transport
+threads) runs under its own cProfile profiler, timing thread CPU (not wall), and the merged
+stats go to FILE (pstats format): `bench/profile_fleet.py` shows where the controller
+spends its CPU.
 """
 
 from __future__ import annotations
 
+import cProfile
 import dataclasses
 import json
+import os
+import pstats
 import sys
+import threading
+import time
 from pathlib import Path
 
 from ddtree_deploy.fleet import run as fleet_run
 from ddtree_deploy.transport import Transport
 
+PROFILE_ENV = "DDTREE_BENCH_PROFILE"
+
+
+def profile_every_thread() -> list[cProfile.Profile]:
+    """Give each thread started from now on its own profiler; returns the list they join.
+
+    Threads are hooked at ``Thread._bootstrap_inner`` (CPython's private start-up method):
+    Paramiko's transport threads override ``run``, so patching ``run`` would miss them.
+    """
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+    original = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def profiled(self: threading.Thread) -> None:
+        profile = cProfile.Profile(time.thread_time)  # CPU, not wall
+        with lock:
+            profiles.append(profile)
+        profile.enable()
+        try:
+            original(self)
+        finally:
+            profile.disable()
+
+    threading.Thread._bootstrap_inner = profiled  # type: ignore[attr-defined]
+    return profiles
+
 
 def main() -> int:
     stats_path, cli_args = Path(sys.argv[1]), sys.argv[2:]
+    profile_path = os.environ.get(PROFILE_ENV)
+    profiles = profile_every_thread() if profile_path else []
+    main_profile = cProfile.Profile(time.thread_time)
+    if profile_path:
+        main_profile.enable()
     opened: list[Transport] = []
     original = fleet_run.open_transport
 
@@ -37,6 +78,15 @@ def main() -> int:
         exit_code = exc.code if isinstance(exc.code, int) else 1
     hosts = {t.host.name: dataclasses.asdict(t.stats) for t in opened}
     stats_path.write_text(json.dumps({"exit_code": exit_code, "hosts": hosts}) + "\n")
+    if profile_path:
+        main_profile.disable()
+        merged = pstats.Stats(main_profile)
+        for profile in profiles:
+            try:
+                merged.add(profile)
+            except (TypeError, ValueError):  # a thread still running has no stats yet
+                continue
+        merged.dump_stats(profile_path)
     return exit_code
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import resource
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -225,6 +227,20 @@ def start_bench_hosts(workdir: Path, count: int, patchsets_dir: Path, rtt_s: flo
         sandbox.stop()
         raise
     return bench
+
+
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (/proc/stat: all but idle, iowait)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(value) for value in fields]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # idle, iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this bench process (its delay proxies' threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def log(message: str) -> None:

@@ -1,18 +1,27 @@
 """Run every deploy benchmark once and write results JSON + docs/benchmarks.md + a PNG.
 
-Usage: ``python bench/run_benchmarks.py [--rtt-ms 25] [--runs 5] [--aplus-runs 3]
-[--max-hosts 16] [--workdir /tmp/ddtree-bench]`` (root: sandbox hosts need it). Scenarios:
-A (4 hosts: ddtree-deploy vs Ansible vs Fabric), A+ (with the import smoke, vs its compute
-floor), B (1/4/16 hosts), C (rollback after a failed health gate), D (re-push, no changes),
-then bench/bench_ddtree_builder.py. Tools take turns inside each run, and hosts are reset to
-pristine sglang files before every timed run, so each run does the real work.
+Usage: ``python bench/run_benchmarks.py [--rtt-ms 25] [--a-rtts-ms 0 25 100] [--runs 5]
+[--hosts 1 4 16 64] [--import-runs 3] [--workdir /tmp/ddtree-bench] [--only A B ...]`` (root:
+sandbox hosts need it). Scenarios: A (4 hosts: ddtree-deploy vs Ansible vs Fabric, at each
+RTT), A+ (with the import smoke, vs its compute floor), B (1/4/16/64 hosts), C (rollback
+after a failed health gate), D (re-push, no changes), I (the `imports` suite vs one process
+importing every patched module), profile, builder (bench/bench_ddtree_builder.py) and
+builder-ref (the builder vs the reference's algorithm, when that bench module exists).
+
+Every comparison is interleaved: each run takes every contender once, back to back (ours,
+Ansible, ours, Ansible, …), so load drift on a shared machine hits both alike; ratios are
+taken per run and their median reported. Each run records the 1-minute load average and the
+tool's CPU seconds (RUSAGE_CHILDREN delta). Hosts are reset to pristine sglang files before
+every timed run, so each run does the real work.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -22,9 +31,19 @@ import time
 import urllib.request
 from pathlib import Path
 
-from harness import BENCH_DIR, BROKEN_MARKER, REPO, BenchHosts, log, start_bench_hosts
+from harness import (
+    BENCH_DIR,
+    BROKEN_MARKER,
+    REPO,
+    BenchHosts,
+    log,
+    machine_cpu_s,
+    own_cpu_s,
+    start_bench_hosts,
+)
 from latency_proxy import DelayProxy
 from report import write_report
+from summary import ANSIBLE_COLD, ANSIBLE_WARM, DDTREE_A, paired_ratios, summarise
 from tools import (
     WARM_CONTROL_DIR,
     ToolRun,
@@ -34,6 +53,7 @@ from tools import (
     run_ddtree,
     run_fabric,
     run_smoke_floor,
+    run_ssh,
 )
 
 sys.path.insert(0, str(REPO))
@@ -46,16 +66,6 @@ from ddtree_deploy.stages.prepared import prepare_patchset  # noqa: E402
 from tests.support import make_patchset, utils_file  # noqa: E402 - the repo's patchset variant builder
 
 SCENARIO_A_HOSTS = 4
-
-
-def summarise(samples: list[float]) -> dict:
-    return {
-        "median_s": round(statistics.median(samples), 3),
-        "min_s": round(min(samples), 3),
-        "max_s": round(max(samples), 3),
-        "runs": len(samples),
-        "samples_s": [round(s, 3) for s in samples],
-    }
 
 
 def measure_rtt_s(rtt_s: float, tries: int = 5) -> tuple[float, float]:
@@ -113,32 +123,65 @@ def variants(root: Path) -> dict[str, Path]:
     }
 
 
-def scenario_a(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -> None:
+def scenario_a(
+    bench: BenchHosts,
+    dirs: dict[str, Path],
+    runs: int,
+    rtts_ms: list[float],
+    main_rtt_s: float,
+    out: dict,
+) -> None:
+    """At each RTT: ddtree-deploy and Ansible (cold, warm) interleaved run by run; at the
+    main 25 ms also the integrity+compile variant and naive Fabric. The proxies get
+    ``main_rtt_s`` back at the end."""
     count = SCENARIO_A_HOSTS
     inventory = bench.write_ddtree_inventory(count)
-    tools = {
-        "ddtree-deploy (suites [])": lambda: run_ddtree(bench, inventory, dirs["none"]),
-        "ddtree-deploy (suites integrity+compile)": lambda: run_ddtree(
-            bench, inventory, dirs["fast"]
-        ),
-        "Ansible playbook (cold SSH)": lambda: run_ansible(bench, count),
-        "Ansible playbook (warm ControlPersist)": lambda: run_ansible(bench, count, warm=True),
-        "Fabric, naive": lambda: run_fabric(bench, count),
+    out["A"], out["A_ratios"], out["round_trips"] = {}, {}, {}
+    for rtt_ms in rtts_ms:
+        key = f"{rtt_ms:g}"
+        bench.set_rtt(rtt_ms / 1000)
+        tools = {
+            DDTREE_A: lambda: run_ddtree(bench, inventory, dirs["none"]),
+            ANSIBLE_COLD: lambda: run_ansible(bench, count),
+            ANSIBLE_WARM: lambda: run_ansible(bench, count, warm=True),
+        }
+        if key == "25":
+            tools["ddtree-deploy (suites integrity+compile)"] = lambda: run_ddtree(
+                bench, inventory, dirs["fast"]
+            )
+            tools["Fabric, naive"] = lambda: run_fabric(bench, count)
+        taken: dict[str, list[ToolRun]] = {name: [] for name in tools}
+        close_masters(WARM_CONTROL_DIR)  # masters of another RTT would keep its delay
+        run_ansible(bench, count, warm=True)  # bring the warm masters up (untimed)
+        for i in range(runs):
+            for name, fn in tools.items():
+                bench.reset(count)
+                result: ToolRun = fn()
+                check_deployed(bench, count)
+                taken[name].append(result)
+                log(f"A {key} ms run {i + 1}/{runs} {name}: {result.wall_s:.2f} s "
+                    f"(CPU {result.cpu_s:.2f} s, load {result.load_1m:.1f})")  # fmt: skip
+        out["A"][key] = {name: summarise_runs(r) for name, r in taken.items()}
+        ours = [r.wall_s for r in taken[DDTREE_A]]
+        out["A_ratios"][key] = {
+            "cold": paired_ratios([r.wall_s for r in taken[ANSIBLE_COLD]], ours),
+            "warm": paired_ratios([r.wall_s for r in taken[ANSIBLE_WARM]], ours),
+        }
+        if key == "25":
+            out["round_trips"] = {
+                name: per_host_counts([r.stats for r in runs_]) for name, runs_ in taken.items()
+                if runs_[0].stats
+            }  # fmt: skip
+    bench.set_rtt(main_rtt_s)
+
+
+def summarise_runs(runs: list[ToolRun]) -> dict:
+    """Wall medians with min–max, plus CPU seconds and the load average of each run."""
+    return {
+        **summarise([r.wall_s for r in runs]),
+        "cpu_s": summarise([r.cpu_s for r in runs]),
+        "load_1m": [round(r.load_1m, 2) for r in runs],
     }
-    samples: dict[str, list[float]] = {name: [] for name in tools}
-    stats: dict[str, list[dict]] = {}
-    run_ansible(bench, count, warm=True)  # bring the warm masters up (untimed)
-    for i in range(runs):
-        for name, fn in tools.items():
-            bench.reset(count)
-            result: ToolRun = fn()
-            check_deployed(bench, count)
-            samples[name].append(result.wall_s)
-            if result.stats:
-                stats.setdefault(name, []).append(result.stats)
-            log(f"A run {i + 1}/{runs} {name}: {result.wall_s:.2f} s")
-    out["A"] = {name: summarise(s) for name, s in samples.items()}
-    out["round_trips"] = {name: per_host_counts(runs) for name, runs in stats.items()}
 
 
 def per_host_counts(runs: list[dict]) -> dict:
@@ -185,16 +228,85 @@ def scenario_a_plus(
 
 
 def scenario_b(bench: BenchHosts, dirs: dict[str, Path], runs: int, sizes: list[int], out: dict):
-    samples: dict[int, list[float]] = {n: [] for n in sizes}
+    """Scenario A's push on 1, 4, 16, 64 hosts, sizes interleaved run by run, all hosts at
+    once (``--parallel N``); wall and CPU per host: the controller's, the delay proxies'
+    (this process) and the rest of the machine's (the sandbox hosts' sshd, agents and
+    service commands, plus whatever other sessions ran meanwhile)."""
+    taken: dict[int, list[ToolRun]] = {n: [] for n in sizes}
+    on_hosts: dict[int, list[float]] = {n: [] for n in sizes}  # and other sessions' work
+    on_proxies: dict[int, list[float]] = {n: [] for n in sizes}
     inventories = {n: bench.write_ddtree_inventory(n) for n in sizes}
     for i in range(runs):
         for n in sizes:
             bench.reset(n)
-            result = run_ddtree(bench, inventories[n], dirs["none"])
+            machine_s, proxies_s = machine_cpu_s(), own_cpu_s()
+            result = run_ddtree(bench, inventories[n], dirs["none"], extra=["--parallel", str(n)])
+            machine_s, proxies_s = machine_cpu_s() - machine_s, own_cpu_s() - proxies_s
             check_deployed(bench, n)
-            samples[n].append(result.wall_s)
-            log(f"B run {i + 1}/{runs} {n} hosts: {result.wall_s:.2f} s")
-    out["B"] = {str(n): summarise(s) for n, s in samples.items()}
+            on_hosts[n].append((machine_s - proxies_s - result.cpu_s) / n)
+            on_proxies[n].append(proxies_s / n)
+            taken[n].append(result)
+            log(f"B run {i + 1}/{runs} {n} hosts: {result.wall_s:.2f} s, controller CPU "
+                f"{result.cpu_s / n:.3f} s/host, rest of machine {on_hosts[n][-1]:.3f} s/host, "
+                f"load {result.load_1m:.1f}")  # fmt: skip
+    one = [r.wall_s for r in taken[sizes[0]]]
+    out["B"] = {
+        str(n): {
+            **summarise_runs(taken[n]),
+            "cpu_per_host": summarise([r.cpu_s / n for r in taken[n]]),
+            "hosts_cpu_per_host": summarise(on_hosts[n]),
+            "proxies_cpu_per_host": summarise(on_proxies[n]),
+            "ratio": paired_ratios([r.wall_s for r in taken[n]], one),
+            "cpus": len(os.sched_getaffinity(0)),
+        }
+        for n in sizes
+    }
+    for n in sizes:
+        out["B"][str(n)]["load_1m"] = {
+            "median": statistics.median(out["B"][str(n)]["load_1m"]),
+            "all": out["B"][str(n)]["load_1m"],
+        }
+
+
+def scenario_i(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -> None:
+    """The `imports` suite vs its floor (ONE fresh process importing every patched module
+    once) on one host with the patched files in place, interleaved, over plain ssh each."""
+    host = bench.hosts[0]
+    bench.reset(1)
+    for rel, data in bench.results.items():  # the patched files, as a push leaves them
+        (host.site_packages_on_disk / rel).write_bytes(data)
+    prepared = prepare_patchset(load_patchset(dirs["imports"] / "ddtree" / "1.0.0"))
+    inventory_host = load_inventory(bench.write_ddtree_inventory(1)).hosts[host.name]
+    sources = load_smoke_sources(["imports"], default_smoke_dir())
+    smoke = ops.smoke_op(inventory_host, bench.site_packages, prepared, sources, 600, ["imports"])
+    suite_dir = host.state_dir_on_disk / "bench-smoke"
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    for suite in smoke.args["suites"]:
+        (suite_dir / f"{suite['name']}.py").write_text(suite["source"])
+    for name, source in smoke.args["support"].items():
+        (suite_dir / name).write_text(source)
+    suite_input = smoke.args["suites"][0]["input"]
+    script = f"{host.state_dir}/bench-smoke/imports.py"
+    imports = "; ".join(f"import {m}" for m in prepared.modules)
+    floor_cmd = f"{bench.python} -c {shlex.quote(imports)}"
+    suites, floors, loads = [], [], []
+    try:
+        for i in range(runs):
+            floor = run_ssh(bench, 0, floor_cmd)
+            suite = run_smoke_floor(bench, 1, suite_input, script=script)
+            floors.append(floor.wall_s)
+            suites.append(suite.wall_s)
+            loads += [floor.load_1m, suite.load_1m]
+            log(f"I run {i + 1}/{runs}: floor {floor.wall_s:.2f} s, suite {suite.wall_s:.2f} s")
+    finally:
+        bench.reset(1)
+    out["I"] = {
+        "modules": prepared.modules,
+        "floor": summarise(floors),
+        "suite": summarise(suites),
+        "ratio": paired_ratios(suites, floors),
+        "load_1m": [round(x, 2) for x in loads],
+    }
 
 
 def scenario_c(bench: BenchHosts, dirs: dict[str, Path], runs: int, rtt_s: float, out: dict):
@@ -307,48 +419,72 @@ def run_builder(repeats: int, out: dict) -> None:
     out["builder"] = {"exit_code": done.returncode, "output": done.stdout + done.stderr[-2000:]}
 
 
+# The module helper i19-builder adds in bench/: ``run(repeats=..., threads=(1, 2)) -> dict``
+# with ``rows``: [{budget, threads, ours_ms, reference_ms}, ...] (medians, interleaved).
+BUILDER_VS_REFERENCE_MODULE = "bench_builder_reference"
+
+
+def builder_rows(repeats: int, out: dict) -> None:
+    """The builder vs the reference's algorithm, from BUILDER_VS_REFERENCE_MODULE if it is
+    there; otherwise the result says it was not run and why."""
+    try:
+        module = importlib.import_module(BUILDER_VS_REFERENCE_MODULE)
+    except ImportError as exc:
+        out["builder_vs_reference"] = {"why": f"not run: {exc}"}
+        return
+    out["builder_vs_reference"] = module.run(repeats=repeats)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rtt-ms", type=float, default=25.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--aplus-runs", type=int, default=3)
     parser.add_argument("--aplus-hosts", type=int, default=SCENARIO_A_HOSTS)
-    parser.add_argument("--max-hosts", type=int, default=16)
+    parser.add_argument("--a-rtts-ms", type=float, nargs="+", default=[0.0, 25.0, 100.0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--import-runs", type=int, default=3)
     parser.add_argument("--builder-repeats", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ddtree-bench"))
-    parser.add_argument("--only", nargs="*", default=None, help="A A+ B C D profile builder")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="A A+ B C D I profile builder builder-ref"
+    )
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results.json")
     parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    wanted = set(args.only or ["A", "A+", "B", "C", "D", "profile", "builder"])
+    everything = ["A", "A+", "B", "C", "D", "I", "profile", "builder", "builder-ref"]
+    wanted = set(args.only or everything)
     rtt_s = args.rtt_ms / 1000
+    max_hosts = max([*args.hosts, SCENARIO_A_HOSTS, args.aplus_hosts])
     out: dict = json.loads(args.results.read_text()) if args.only and args.results.exists() else {}
     dirs = variants(args.workdir / "patchsets")
     started = time.monotonic()
-    bench = start_bench_hosts(args.workdir, args.max_hosts, dirs["none"], rtt_s)
+    bench = start_bench_hosts(args.workdir, max_hosts, dirs["none"], rtt_s)
     first_s, ping_s = measure_rtt_s(rtt_s)
     try:
         setup = {
             "rtt_ms": args.rtt_ms,
             "measured_rtt_ms": round(ping_s * 1000, 1),
             "measured_first_reply_ms": round(first_s * 1000, 1),
-            "hosts_started": args.max_hosts,
+            "hosts_started": max_hosts,
+            "sandbox_start_s": round(time.monotonic() - started, 1),
+            "memory_used_mib_at_start": _memory_used_mib(),
             "cpus": len(os.sched_getaffinity(0)),
             "python": sys.version.split()[0],
             "ansible": _version(["ansible-playbook", "--version"]),
             "date": time.strftime("%Y-%m-%d"),
             "load_average_at_start": round(os.getloadavg()[0], 1),
         }
-        if "setup" not in out:
-            out["setup"] = setup
+        out["setup"] = {**out.get("setup", {}), **setup}  # an --only run keeps the rest
         log(f"setup: {setup}")
-        sizes = [n for n in (1, 4, 16) if n <= args.max_hosts]
+        sizes = sorted(set(args.hosts))
         steps = [
-            ("A", lambda: scenario_a(bench, dirs, args.runs, out)),
+            ("A", lambda: scenario_a(bench, dirs, args.runs, args.a_rtts_ms, rtt_s, out)),
             ("A+", lambda: scenario_a_plus(bench, dirs, args.aplus_runs, args.aplus_hosts, out)),
             ("B", lambda: scenario_b(bench, dirs, args.runs, sizes, out)),
             ("C", lambda: scenario_c(bench, dirs, args.runs, rtt_s, out)),
             ("D", lambda: scenario_d(bench, dirs, args.runs, out)),
+            ("I", lambda: scenario_i(bench, dirs, args.import_runs, out)),
             ("profile", lambda: profile_ddtree(bench, dirs, args.runs, out)),
         ]
         for name, step in steps:
@@ -360,6 +496,8 @@ def main() -> int:
         bench.stop()
     if "builder" in wanted:
         run_builder(args.builder_repeats, out)
+    if "builder-ref" in wanted:
+        builder_rows(args.builder_repeats, out)
     key = "bench_wall_s" if not args.only else "bench_wall_s_" + "+".join(sorted(wanted))
     out["setup"][key] = round(time.monotonic() - started, 1)
     out["setup"]["load_average_at_end"] = round(os.getloadavg()[0], 1)
@@ -367,6 +505,13 @@ def main() -> int:
     write_report(out, args.doc)
     log(f"wrote {args.results} and {args.doc}")
     return 0
+
+
+def _memory_used_mib() -> int:
+    """MemTotal − MemAvailable from /proc/meminfo, MiB (what the sandbox hosts cost)."""
+    info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    kib = int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])
+    return kib // 1024
 
 
 def _version(argv: list[str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddtree_push import PROFILE_ENV
 from harness import BACKUP_DIR, BENCH_DIR, REPO, BenchHosts
 
 PLAYBOOK = BENCH_DIR / "ansible" / "deploy.yml"
@@ -28,31 +30,61 @@ WARM_CONTROL_DIR = Path(f"/tmp/acp-warm-{os.getpid()}")
 class ToolRun:
     wall_s: float
     exit_code: int = 0
+    cpu_s: float = 0.0  # user+sys CPU of the tool's process tree (RUSAGE_CHILDREN delta)
+    load_1m: float = 0.0  # 1-minute load average when the run started
     stats: dict[str, dict] = field(default_factory=dict)  # ddtree-deploy: host -> counters
     events: list[dict] = field(default_factory=list)  # ddtree-deploy --json events
     phases_s: dict[str, float] = field(default_factory=dict)  # ddtree-deploy: where time went
 
 
-def _timed(argv: list[str], env: dict | None = None, cwd: Path = REPO) -> tuple[float, object]:
+def children_cpu_s() -> float:
+    """User+system CPU seconds of every child process this process has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Timed:
+    """One finished tool process: wall and CPU seconds, the load when it started."""
+
+    wall_s: float
+    cpu_s: float
+    load_1m: float
+    done: subprocess.CompletedProcess
+
+
+def _timed(argv: list[str], env: dict | None = None, cwd: Path = REPO) -> Timed:
+    """Run argv to completion; its CPU is the RUSAGE_CHILDREN delta around it (the bench
+    runs one tool at a time, and waits for nothing else in between)."""
+    load_1m = os.getloadavg()[0]
+    cpu_before = children_cpu_s()
     started = time.monotonic()
     done = subprocess.run(
         argv, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd
     )
-    return time.monotonic() - started, done
+    wall_s = time.monotonic() - started
+    return Timed(wall_s, children_cpu_s() - cpu_before, load_1m, done)
 
 
 def run_ddtree(
-    bench: BenchHosts, inventory: Path, patchsets_dir: Path, expect_exit: int = 0
+    bench: BenchHosts,
+    inventory: Path,
+    patchsets_dir: Path,
+    expect_exit: int = 0,
+    profile: Path | None = None,
+    extra: list[str] | None = None,
 ) -> ToolRun:
-    """`ddtree-deploy push --all --yes --json` through the stats hook; one fresh process."""
+    """`ddtree-deploy push --all --yes --json [extra]` through the stats hook; one fresh
+    process (with ``profile``: every controller thread under cProfile, stats written there)."""
     stats_path = bench.workdir / "ddtree-stats.json"
     argv = [
         sys.executable, str(BENCH_DIR / "ddtree_push.py"), str(stats_path),
         "push", "-i", str(inventory), "--all", "--yes", "--json",
-        "-p", "ddtree@1.0.0", "--patchsets-dir", str(patchsets_dir),
+        "-p", "ddtree@1.0.0", "--patchsets-dir", str(patchsets_dir), *(extra or []),
     ]  # fmt: skip
     launched = time.time()
-    wall_s, done = _timed(argv)
+    timed = _timed(argv, env={PROFILE_ENV: str(profile)} if profile else None)
+    wall_s, done = timed.wall_s, timed.done
     stats = json.loads(stats_path.read_text())
     if stats["exit_code"] != expect_exit:
         raise RuntimeError(
@@ -60,7 +92,7 @@ def run_ddtree(
             f"{done.stderr[-3000:]}"
         )
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    run = ToolRun(wall_s, stats["exit_code"], stats["hosts"], events)
+    run = ToolRun(wall_s, stats["exit_code"], timed.cpu_s, timed.load_1m, stats["hosts"], events)
     if events:
         first, last = event_time_s(events[0]), event_time_s(events[-1])
         run.phases_s = {
@@ -129,13 +161,14 @@ def run_ansible(bench: BenchHosts, count: int, warm: bool = False) -> ToolRun:
         "ansible-playbook", "-i", str(bench.write_ansible_inventory(count)),
         "-e", json.dumps(extra), str(PLAYBOOK),
     ]  # fmt: skip
-    wall_s, done = _timed(argv, env={"ANSIBLE_CONFIG": str(config)})
+    timed = _timed(argv, env={"ANSIBLE_CONFIG": str(config)})
+    done = timed.done
     if not warm:
         close_masters(control_dir)
         shutil.rmtree(control_dir, ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"ansible-playbook exited {done.returncode}:\n{done.stdout[-3000:]}")
-    return ToolRun(wall_s, done.returncode)
+    return ToolRun(timed.wall_s, done.returncode, timed.cpu_s, timed.load_1m)
 
 
 def close_masters(control_dir: Path) -> None:
@@ -167,25 +200,44 @@ def run_fabric(bench: BenchHosts, count: int) -> ToolRun:
     }
     plan_path = bench.workdir / "fabric-plan.json"
     plan_path.write_text(json.dumps(plan))
-    wall_s, done = _timed([sys.executable, str(BENCH_DIR / "fabric_deploy.py"), str(plan_path)])
+    timed = _timed([sys.executable, str(BENCH_DIR / "fabric_deploy.py"), str(plan_path)])
+    done = timed.done
     if done.returncode != 0:
         raise RuntimeError(f"fabric_deploy.py exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return ToolRun(wall_s, done.returncode)
+    return ToolRun(timed.wall_s, done.returncode, timed.cpu_s, timed.load_1m)
 
 
-def run_smoke_floor(bench: BenchHosts, count: int, suite_input: dict) -> ToolRun:
+def _ssh_argv(bench: BenchHosts, index: int, command: str) -> list[str]:
+    """Plain OpenSSH to host ``index`` through its proxy: one connect, one exec."""
+    return [
+        "ssh", "-i", str(bench.sandbox.identity_file),
+        "-o", f"UserKnownHostsFile={bench.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=no",
+        "-p", str(bench.proxies[index].port), "root@127.0.0.1", command,
+    ]  # fmt: skip
+
+
+def run_ssh(bench: BenchHosts, index: int, command: str) -> ToolRun:
+    """`command` on host ``index`` over plain ssh; raises RuntimeError unless it exits 0."""
+    timed = _timed(_ssh_argv(bench, index, command))
+    if timed.done.returncode != 0:
+        raise RuntimeError(f"ssh {command!r} exited {timed.done.returncode}: "
+                           f"{timed.done.stderr[-2000:]}")  # fmt: skip
+    return ToolRun(timed.wall_s, 0, timed.cpu_s, timed.load_1m)
+
+
+def run_smoke_floor(
+    bench: BenchHosts, count: int, suite_input: dict, script: str | None = None
+) -> ToolRun:
     """The `imports` suite alone: on each host at once, one plain `ssh` (connect + one exec)
-    runs the suite script the agent left in state_dir/smoke with the same input."""
-    script = f"{bench.hosts[0].state_dir}/smoke/imports.py"
+    runs the suite ``script`` (default: the one the agent left in state_dir/smoke) with the
+    same input."""
+    script = script or f"{bench.hosts[0].state_dir}/smoke/imports.py"
     procs = []
+    load_1m = os.getloadavg()[0]
     started = time.monotonic()
-    for proxy in bench.proxies[:count]:
-        argv = [
-            "ssh", "-i", str(bench.sandbox.identity_file),
-            "-o", f"UserKnownHostsFile={bench.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=no",
-            "-p", str(proxy.port), "root@127.0.0.1", f"{bench.python} {script}",
-        ]  # fmt: skip
+    for index in range(count):
+        argv = _ssh_argv(bench, index, f"{bench.python} {script}")
         procs.append(
             subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -197,7 +249,7 @@ def run_smoke_floor(bench: BenchHosts, count: int, suite_input: dict) -> ToolRun
         lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines or not json.loads(lines[-1]).get("passed"):
             raise RuntimeError(f"smoke floor failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return ToolRun(wall_s, 0)
+    return ToolRun(wall_s, 0, load_1m=load_1m)
 
 
 def event_time_s(event: dict) -> float:

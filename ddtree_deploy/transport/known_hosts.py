@@ -8,6 +8,7 @@ knows no `*`/`?`/`!` patterns, while OpenSSH accepts a key listed in ANY of its 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,13 +62,17 @@ def find_known_keys(text: str, source: str, name: str) -> list[KnownKey]:
         if not fields or fields[0].startswith("#"):
             continue
         marker = fields.pop(0) if fields[0].startswith("@") else None
-        if marker not in (None, "@revoked"):
+        if marker not in (None, "@revoked") or not fields:
+            continue
+        # names first: decoding a key costs far more, and a fleet's known_hosts lists every
+        # host, so decoding each line for each host grew as hosts² (bench B, issue 19)
+        if not _names_match(fields[0].split(","), name):
             continue
         try:
             entry = HostKeyEntry.from_line(" ".join(fields[:3]), lineno)
         except (paramiko.SSHException, InvalidHostKey, ValueError):
             continue
-        if entry is None or entry.key is None or not _names_match(entry.hostnames, name):
+        if entry is None or entry.key is None:
             continue
         found.append(KnownKey(entry.key, f"{source}:{lineno}", revoked=marker == "@revoked"))
     return found
@@ -89,6 +94,7 @@ def _names_match(patterns: Iterable[str], name: str) -> bool:
     return matched
 
 
+@functools.lru_cache(maxsize=4096)
 def _wildcard(pattern: str) -> re.Pattern[str]:
     """OpenSSH's patterns: `*` and `?` only (`[host]:port` brackets are literal)."""
     parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
