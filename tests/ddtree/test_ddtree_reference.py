@@ -28,9 +28,9 @@ SMALL_SHAPES = [(1, 3), (2, 7), (3, 50), (5, 500), (8, 5000), (15, 64)]
 
 def tie_free_logits(gen: torch.Generator, depths: int, vocab: int, budget: int) -> torch.Tensor:
     """Return random logits without ties: no two equal values among a row's budget + 1
-    largest, and no two of the budget + 1 best prefixes with equal sums. Each builder orders ties by its own rule (the
-    reference by rank tuples, ours by token id and (depth, rank, parent)), so only tie-free
-    logits must give the same tree."""
+    largest, and no two of the budget + 1 best prefixes with equal sums. Each builder orders
+    ties by its own rule (the reference by rank tuples, ours by token id and (depth, rank,
+    parent)), so only tie-free logits must give the same tree."""
     while True:
         logits = torch.randn(depths, vocab, generator=gen) * 3.0
         top = torch.topk(logits, min(budget + 1, vocab), dim=-1).values
