@@ -13,16 +13,19 @@ from types import ModuleType
 import pytest
 import torch
 
-from tests.support import DDTREE_100, SMOKE_DIR, load_module, load_smoke_script, utils_file
+from tests.support import REPO, SMOKE_DIR, load_module, load_smoke_script, utils_file
 
-UTILS_PATH = utils_file(DDTREE_100)
+# Each shipped ddtree_utils.py: 1.0.0's (shared by 1.1.0 and 2.0.0) and 1.1.9's faster
+# builder (shared by 2.0.1). Every test of the payload runs on both.
+BUILDERS = {"1.0.0": "_payload_ddtree_utils", "1.1.9": "_payload119_ddtree_utils"}
 SEED_LOGITS = [[5.0, 4.0, 1.0], [4.0, 2.0, 1.0]]
 
 
-@pytest.fixture(scope="module")
-def ddtree_utils() -> ModuleType:
-    """The shipped ddtree_utils.py, loaded from the patchset's files/ tree (no sglang)."""
-    return load_module("_payload_ddtree_utils", UTILS_PATH)
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def ddtree_utils(request: pytest.FixtureRequest) -> ModuleType:
+    """A shipped ddtree_utils.py, loaded from where the patchset keeps it (no sglang)."""
+    version = request.param
+    return load_module(BUILDERS[version], utils_file(REPO / "patchsets/ddtree" / version))
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,15 @@ wu = load_module(
     "_payload110_ddtree_worker_utils",
     patchset_file(DDTREE_110, f"{PAYLOAD}/ddtree_worker_utils.py"),
 )
+# 1.1.9 ships the same worker files with a faster tree builder: the simulated verify step
+# runs on both builders.
+BUILDERS = {
+    "1.1.0": tree_utils,
+    "1.1.9": load_module(
+        "_payload119_ddtree_utils",
+        patchset_file(REPO / "patchsets/ddtree/1.1.9", f"{PAYLOAD}/ddtree_utils.py"),
+    ),
+}
 
 
 def random_trees(seed: int, budgets: list[int], depths: int = 5, vocab: int = 9):
@@ -237,8 +246,9 @@ def toy_target_logits(sequence: list[int], vocab: int) -> torch.Tensor:
     return torch.randn(vocab, generator=torch.Generator().manual_seed(seed)) * 3
 
 
+@pytest.mark.parametrize("builder", list(BUILDERS))
 @pytest.mark.parametrize("seed", [20, 21, 22])
-def test_simulated_verify_step_is_greedy_decoding(seed: int) -> None:
+def test_simulated_verify_step_is_greedy_decoding(seed: int, builder: str) -> None:
     vocab, block, budgets = 6, 5, [0, 2, 9, 4, 9, 1]
     width = max(budgets) + 1
     gen = torch.Generator().manual_seed(seed)
@@ -253,7 +263,7 @@ def test_simulated_verify_step_is_greedy_decoding(seed: int) -> None:
             row = toy_target_logits(chain, vocab)
             draft.append(row + torch.randn(vocab, generator=gen))
             chain.append(int(row.argmax()))
-        tree = tree_utils.build_ddtree_tree_from_logits(torch.stack(draft), budget)
+        tree = BUILDERS[builder].build_ddtree_tree_from_logits(torch.stack(draft), budget)
         compiled.append(tree_utils.compile_ddtree_tree(tree, root, len(prefix)))
     packed = wu.pack_ddtree_verify_batch(compiled, width)
     ids, pos = packed.input_ids.view(-1, width), packed.positions.view(-1, width)

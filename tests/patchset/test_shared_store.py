@@ -29,6 +29,9 @@ DDTREE = REPO / "patchsets" / "ddtree"
 SPEC_INFO = "sglang/srt/speculative/spec_info.py"
 UTILS_SHA = "c37bd7fd676e36e2eb117682a329d3583ee28e132792e00e701b63cd4e5cd83e"
 SPEC_INFO_SHA = "08d4b63afac3286307dacae29580e0a8a080b14f88ee99ee397184add81ba9b3"
+# ddtree_utils.py with the faster builder, shared by 1.1.9 and 2.0.1 (released after the
+# migration: their locks name this blob).
+FAST_UTILS_SHA = "bb704d9b9baca2e746cac375baf20a2a90ff43e1f9eba9b8021eb80ebd2b7db7"
 # sha256 of each patchset.lock.json as it was before the migration into the store (commit
 # abe08d4): the migration moved sources, never a lock.
 LOCK_SHA256 = {
@@ -52,7 +55,7 @@ def test_migration_kept_every_lock_byte_identical() -> None:
         assert lock_sha256(DDTREE / version) == sha, version
         check_sources(load_patchset(DDTREE / version))  # every source still hashes to the lock
     assert sorted(p.name for p in store_dir(DDTREE / "1.0.0").iterdir()) == sorted(
-        [UTILS_SHA, SPEC_INFO_SHA]
+        [UTILS_SHA, SPEC_INFO_SHA, FAST_UTILS_SHA]
     )
     for version in LOCK_SHA256:  # the copies are gone from the version folders
         assert not (DDTREE / version / "files/sglang/srt/speculative/ddtree_utils.py").exists()
@@ -68,6 +71,9 @@ def test_each_shared_file_is_kept_once() -> None:
         blob_path(DDTREE / "1.0.0", UTILS_SHA)
     }
     assert patchset_file(DDTREE / "1.0.0", SPEC_INFO) == patchset_file(DDTREE / "1.1.0", SPEC_INFO)
+    assert {patchset_file(DDTREE / v) for v in ("1.1.9", "2.0.1")} == {
+        blob_path(DDTREE / "1.0.0", FAST_UTILS_SHA)
+    }
 
 
 def test_newer_version_changing_a_shared_file_cannot_change_released_locks(
