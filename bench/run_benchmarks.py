@@ -419,9 +419,9 @@ def run_builder(repeats: int, out: dict) -> None:
     out["builder"] = {"exit_code": done.returncode, "output": done.stdout + done.stderr[-2000:]}
 
 
-# The module helper i19-builder adds in bench/: ``run(repeats=..., threads=(1, 2)) -> dict``
-# with ``rows``: [{budget, threads, ours_ms, reference_ms}, ...] (medians, interleaved).
-BUILDER_VS_REFERENCE_MODULE = "bench_builder_reference"
+# bench/builder_vs_reference.py: ``run(repeats=..., threads=(1, 2)) -> dict``
+# with ``rows``: [{budget, threads, ours_ms, ref_ms ({median, min, max}), ratio, met}, ...].
+BUILDER_VS_REFERENCE_MODULE = "builder_vs_reference"
 
 
 def builder_rows(repeats: int, out: dict) -> None:
