@@ -33,10 +33,6 @@ import threading
 import time
 import traceback
 
-# The script's own folder (the smoke suites and their helpers) must not shadow anything.
-if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
-
 
 class Blocker:
     """Meta path finder refusing `names`, their submodules and every module found to import
@@ -97,7 +93,8 @@ def warm_up(names, blocked, timeout_s):
     # third-party packages first: they never involve the patch, and sglang's modules import them
     order = sorted(names, key=lambda n: (n.split(".")[0] in tops, n))
     try:
-        for name in order:
+        while order:
+            name = order.pop(0)
             if blocker.refuses(name):
                 evicted.append(name)
                 continue
@@ -267,6 +264,10 @@ def _collect(child, rest, results, remaining, pending):
 
 
 def main():
+    # The script's own folder (the smoke suites and their helpers) must not shadow anything.
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        del sys.path[0]
     request = json.loads(sys.stdin.read())
     timeout_s = float(request.get("timeout_s") or 300)
     warm = warm_up(request.get("warm", []), request.get("blocked", []), timeout_s)
