@@ -7,24 +7,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.table import Table
 
 from ddtree_deploy.patchset import default_patchsets_dir, resolve_patchset
-from ddtree_deploy.patchset.compare import diff_patchsets
-from ddtree_deploy.patchset.merge import conflict_starts
-from ddtree_deploy.patchset.port import check_port_version, parse_to_arg
-from ddtree_deploy.patchset.port_write import PortReport, continue_port, port_patchset
 
 from . import exit_codes
 from .command import local_command
 from .context import RunContext
 from .options import PatchsetsDirOpt
 from .patchsets import RefArg, patchset_app
+
+if TYPE_CHECKING:
+    from ddtree_deploy.patchset.port_write import PortReport
 
 PORT_STOPPED = exit_codes.ROLLED_BACK  # 1: a conflict or a gone file; no patchset written
 _STATUS_STYLE = {
@@ -74,6 +72,9 @@ def port(
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
     """Three-way merge every file onto another release of the target; write NAME@NEW."""
+    from ddtree_deploy.patchset.port import check_port_version, parse_to_arg
+    from ddtree_deploy.patchset.port_write import continue_port, port_patchset
+
     base = patchsets_dir or default_patchsets_dir()
     old = resolve_patchset(base, ref)
     target = parse_to_arg(to, old.spec.target)
@@ -109,6 +110,8 @@ def port(
 
 
 def _print_port(run: RunContext, report: PortReport) -> None:
+    from ddtree_deploy.patchset.merge import conflict_starts
+
     table = Table(title=escape(f"port {report.old_ref} -> {report.new_ref}"))
     for col in ("file", "outcome", "what happened"):
         table.add_column(col)
@@ -132,6 +135,10 @@ def diff(
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
     """What changed between two patchsets: their files and each file's result."""
+    from rich.syntax import Syntax  # pygments: ~40 ms that only this command needs
+
+    from ddtree_deploy.patchset.compare import diff_patchsets
+
     base = patchsets_dir or default_patchsets_dir()
     found = diff_patchsets(resolve_patchset(base, a), resolve_patchset(base, b))
     if as_json:

@@ -4,7 +4,7 @@ request). `port` and `diff` live in patchset_port.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -13,28 +13,20 @@ from rich.table import Table
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset import (
     STORE_DIR,
-    apply_dedupe,
     default_patchsets_dir,
     list_patchsets,
-    plan_dedupe,
     resolve_patchset,
     verify_patchset,
     write_lock,
 )
-from ddtree_deploy.patchset.author import (
-    FileRow,
-    parse_new_ref,
-    parse_target,
-    prepare_plan,
-    write_patchset,
-)
-from ddtree_deploy.patchset.capture import Capture, capture_from_diff, capture_from_tree
-from ddtree_deploy.patchset.materialize import fetch_wheel
 
 from .command import local_command
 from .context import InventoryOpt, RunContext
-from .from_host import capture_inventory_host
 from .options import PatchsetsDirOpt
+
+if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (start-up time)
+    from ddtree_deploy.patchset.author import FileRow
+    from ddtree_deploy.patchset.capture import Capture
 
 patchset_app = typer.Typer(
     help="Patchsets on disk: list, lock, verify, new, port, diff.", no_args_is_help=True
@@ -133,6 +125,17 @@ def new(
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
     """Capture an edit as a new locked patchset: diffs against the pristine pinned wheel."""
+    from ddtree_deploy.patchset.author import (
+        parse_new_ref,
+        parse_target,
+        prepare_plan,
+        write_patchset,
+    )
+    from ddtree_deploy.patchset.capture import capture_from_diff, capture_from_tree
+    from ddtree_deploy.patchset.materialize import fetch_wheel
+
+    from .from_host import capture_inventory_host
+
     sources = [
         flag
         for flag, value in (
@@ -208,6 +211,8 @@ def dedupe(
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
     """Move source files several versions hold byte for byte into NAME/shared/ (locks unchanged)."""
+    from ddtree_deploy.patchset.dedupe import apply_dedupe, plan_dedupe
+
     base = patchsets_dir or default_patchsets_dir()
     versions = [p for p in list_patchsets(base) if p.spec.name == name]
     if not versions:

@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from ddtree_deploy.gate.settings import METRIC_RULE
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -123,6 +121,10 @@ def sample_sum(text: str, name: str, labels: dict[str, str]) -> float | None:
     `..._count` for a histogram). None when no sample matches. Raises ValueError when the
     text cannot be parsed.
     """
+    # Imported here: prometheus_client (with http.server under it) costs ~40 ms, and only a
+    # push that gates on /metrics reads any; every command loads this module.
+    from prometheus_client.parser import text_string_to_metric_families
+
     wanted = labels.items()
     values = [
         sample.value

@@ -4,9 +4,12 @@ One module per command: push (with restore for its rollback, push_gate its servi
 rollback, recover, status, plan, smoke, prune, hosts_check, gate, capture (`patchset new
 --from-host`); context holds HostRun, facts the shared first request, select the per-host
 version pick.
+
+`capture_host` (only `patchset new --from-host` uses it) is imported on first use (PEP 562).
 """
 
-from ddtree_deploy.pipeline.capture import capture_host
+import typing
+
 from ddtree_deploy.pipeline.context import (
     HostRun,
     controller_holder,
@@ -23,6 +26,19 @@ from ddtree_deploy.pipeline.rollback import rollback_host
 from ddtree_deploy.pipeline.select import per_host, pick_patchset
 from ddtree_deploy.pipeline.smoke import smoke_host
 from ddtree_deploy.pipeline.status import status_host
+
+if typing.TYPE_CHECKING:
+    from ddtree_deploy.pipeline.capture import capture_host
+
+
+def __getattr__(name: str) -> typing.Any:
+    """`capture_host`, imported when first asked for."""
+    if name == "capture_host":
+        from ddtree_deploy.pipeline.capture import capture_host
+
+        return capture_host
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "PUSH_REQUESTS",

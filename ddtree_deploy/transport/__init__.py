@@ -1,15 +1,36 @@
-"""Transports that run the agent on a host: SSH (Paramiko, our own hop chain) and local."""
+"""Transports that run the agent on a host: SSH (Paramiko, our own hop chain) and local.
+
+`SSHTransport` is loaded on first use (PEP 562 `__getattr__`): Paramiko costs ~100 ms of
+start-up, which `--help`, the local commands and local hosts never need.
+"""
+
+import typing
 
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport, TransportStats
 from ddtree_deploy.transport.fake import FakeTransport
 from ddtree_deploy.transport.local import LocalTransport
-from ddtree_deploy.transport.ssh import SSHTransport
+
+if typing.TYPE_CHECKING:
+    from ddtree_deploy.transport.ssh import SSHTransport
 
 
 def open_transport(host: Host) -> Transport:
     """The transport the inventory names for this host (connects lazily)."""
-    return LocalTransport(host) if host.transport == "local" else SSHTransport(host)
+    if host.transport == "local":
+        return LocalTransport(host)
+    from ddtree_deploy.transport.ssh import SSHTransport
+
+    return SSHTransport(host)
+
+
+def __getattr__(name: str) -> typing.Any:
+    """`SSHTransport`, imported when first asked for (see the module docstring)."""
+    if name == "SSHTransport":
+        from ddtree_deploy.transport.ssh import SSHTransport
+
+        return SSHTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 
 import paramiko
+from paramiko.common import cMSG_CHANNEL_REQUEST
 
 from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.agent.host.wire import END
@@ -87,7 +88,7 @@ class SSHTransport(Transport):
         if transport is None:  # Paramiko's type allows it; a connected client always has one
             raise TransportError(self.host.name, "connection lost: no SSH transport")
         channel = transport.open_session()
-        channel.exec_command(agent_line(self.host))
+        _exec_unanswered(transport, channel, agent_line(self.host))
         _send(channel, packed_agent())  # a process that already ended is read by the caller
         self.stats.sessions += 1
         return channel, channel.makefile("rb")
@@ -111,6 +112,29 @@ class SSHTransport(Transport):
     def _drop_route(self) -> None:
         close_route(self._clients)
         self._clients = []
+
+
+def _exec_unanswered(
+    transport: paramiko.Transport, channel: paramiko.Channel, command: str
+) -> None:
+    """Ask the server to run `command` on `channel`, without waiting for its reply.
+
+    Paramiko's `exec_command` waits one round trip for the server's "ok" before anything else
+    goes out. SSH delivers a channel's messages in order, so the server starts the command
+    before it reads what follows: the agent bundle and the first request ride in the same
+    round trip as the exec. The reply still comes (want-reply is set) and Paramiko handles it:
+    "ok" is noted, a refusal closes the channel, which the caller then reads as EOF plus the
+    channel's stderr and exit status, like an agent that died at once. No public Paramiko
+    call sends a channel request without waiting, hence its message layer here
+    (`Transport._send_user_message`, what `exec_command` itself uses).
+    """
+    message = paramiko.Message()
+    message.add_byte(cMSG_CHANNEL_REQUEST)
+    message.add_int(channel.remote_chanid)
+    message.add_string("exec")
+    message.add_boolean(True)  # want reply: a refusal must close the channel (see above)
+    message.add_string(command)
+    transport._send_user_message(message)  # type: ignore[attr-defined]  # not in the stubs
 
 
 def _send(channel: paramiko.Channel, data: bytes) -> bool:

@@ -192,3 +192,30 @@ def test_a_busy_state_dir_refuses_changes_and_lock_takeovers(tmp_path, monkeypat
         os.close(fd)
     answer = main.handle(request(state, ("lock_acquire", {"run_id": "r2", "holder": "me"})))
     assert answer["ok"] and answer["results"][0]["data"]["lock"]["replaced"] == expired
+
+
+def test_record_hashes_reads_the_wanted_rows_of_record_quoted_paths_too(tmp_path):
+    """facts' RECORD reading (csv rows, not importlib's PackagePath per row): the wanted
+    paths' sha256 as hex, a quoted path holding a comma included, every other row ignored."""
+    import base64
+    import hashlib
+    from importlib.metadata import PathDistribution
+
+    from ddtree_deploy.agent.host.ops_plan import _record_hashes
+
+    def row(path: str, data: bytes) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+        quoted = f'"{path}"' if "," in path else path
+        return f"{quoted},sha256={digest},{len(data)}"
+
+    info = tmp_path / "pkg-1.0.dist-info"
+    info.mkdir()
+    rows = [row("pkg/a.py", b"a"), row("pkg/odd,name.py", b"b"), row("pkg/c.py", b"c"),
+            "pkg-1.0.dist-info/RECORD,,"]  # fmt: skip
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    found = _record_hashes(PathDistribution(info), {"pkg/a.py", "pkg/odd,name.py", "pkg/gone.py"})
+    assert found == {
+        "pkg/a.py": hashlib.sha256(b"a").hexdigest(),
+        "pkg/odd,name.py": hashlib.sha256(b"b").hexdigest(),
+    }
+    assert _record_hashes(None, {"pkg/a.py"}) == {}

@@ -4,10 +4,12 @@ nothing, time out, and import a support module."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -100,6 +102,39 @@ def test_health_gives_up_when_the_server_stops_or_never_answers(service_host):
     skipped = fake_host.call(("restart", {"service": {"kind": "none"}}),
                              ("health", {"service": {"kind": "none"}}))  # fmt: skip
     assert [r.data for r in skipped.results] == [{"skipped": True}, {"skipped": True}]
+
+
+class _ReadyOnFourth(http.server.BaseHTTPRequestHandler):
+    """503 to the first three GETs, then 200 (counted on the server)."""
+
+    def do_GET(self) -> None:  # the name http.server calls
+        self.server.gets += 1  # type: ignore[attr-defined]
+        self.send_response(200 if self.server.gets >= 4 else 503)  # type: ignore[attr-defined]
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_health_asks_at_once_then_backs_off_from_milliseconds(fake_host):
+    """Refused polls are retried after 5, 10, 20 ms..., not after poll_interval_s: with a 30 s
+    interval and a 20 s deadline, a server ready at its 4th GET must pass with 4 polls (the
+    old fixed interval would sleep 30 s after the first refusal and miss the deadline)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ReadyOnFourth)
+    server.gets = 0  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/health"
+        service = {"kind": "command", "start": ["true"], "stop": ["true"], "health_url": url,
+                   "ready_timeout_s": 20, "poll_interval_s": 30}  # fmt: skip
+        answer = fake_host.call(("health", {"service": service}))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answer.ok, answer
+    assert answer.result("health").data == {"healthy": True, "polls": 4}
+    assert server.gets == 4  # type: ignore[attr-defined]
 
 
 SUITES = {

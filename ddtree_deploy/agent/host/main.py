@@ -9,36 +9,51 @@ host and relays each request into the container's agent (relay.py).
 """
 
 import functools
+import importlib
 import json
 import os
 import signal
 import sys
+import threading
 import time
 
-from . import ops_capture, ops_files, ops_gate, ops_plan, ops_service
 from .entries import run_entry
-from .relay import Relay
 from .state import Ctx
 from .wire import BEGIN, BUNDLE_PACKAGE, END, bundle_hash, bundle_sources, parse_args
 
+
+def _op(module, name):
+    """Return op function `name` of sibling `module`, imported on the op's first call: a
+    preflight compiles and imports only ops_plan, not the whole bundle (the agent starts
+    from source on every command)."""
+
+    def op(ctx, args):
+        return getattr(importlib.import_module("." + module, __package__), name)(ctx, args)
+
+    op.__name__ = name
+    return op
+
+
 # op name -> function(ctx, typed args) returning a Record or a JSON-able dict
 OPS = {
-    "facts": ops_plan.op_facts,
-    "check_plan": ops_plan.op_check_plan,
-    "lock_acquire": ops_plan.op_lock_acquire,
-    "lock_release": ops_plan.op_lock_release,
-    "journal": ops_plan.op_journal,
-    "backup": ops_files.op_backup,
-    "install": ops_files.op_install,
-    "compile": ops_files.op_compile,
-    "restore": ops_files.op_restore,
-    "prune": ops_files.op_prune,
-    "restart": ops_service.op_restart,
-    "health": ops_service.op_health,
-    "smoke": ops_service.op_smoke,
-    "gate_measure": ops_gate.op_gate_measure,
-    "edits": ops_capture.op_edits,
+    "facts": _op("ops_plan", "op_facts"),
+    "check_plan": _op("ops_plan", "op_check_plan"),
+    "lock_acquire": _op("ops_plan", "op_lock_acquire"),
+    "lock_release": _op("ops_plan", "op_lock_release"),
+    "journal": _op("ops_plan", "op_journal"),
+    "backup": _op("ops_files", "op_backup"),
+    "install": _op("ops_files", "op_install"),
+    "compile": _op("ops_files", "op_compile"),
+    "restore": _op("ops_files", "op_restore"),
+    "prune": _op("ops_files", "op_prune"),
+    "restart": _op("ops_service", "op_restart"),
+    "health": _op("ops_service", "op_health"),
+    "smoke": _op("ops_service", "op_smoke"),
+    "gate_measure": _op("ops_gate", "op_gate_measure"),
+    "edits": _op("ops_capture", "op_edits"),
 }
+# What a push's later requests import, loaded while the agent waits for them (see main).
+WARM_MODULES = (".ops_files", ".ops_service", "urllib.request")
 
 # A request of only these ops (a preflight) waits a short while for the state dir's flock
 # and then runs anyway: facts and check_plan only read, and lock_acquire creates the lock
@@ -116,6 +131,8 @@ def handle(request, relay=None):
     if request.get("container"):
         if relay is not None:
             return relay.handle(request)
+        from .relay import Relay
+
         own = Relay()
         try:
             return own.handle(request)
@@ -156,20 +173,42 @@ def _run_op(ctx, op):
     return OPS[name](ctx, parse_args(name, op.get("args", {})))
 
 
+def warm_up():
+    """Import WARM_MODULES, quietly (an op that needs a broken one reports it itself)."""
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name, __package__)
+        except Exception:  # best effort: the op that needs it reports its own import error
+            pass
+
+
 def main():
     """Answer one request per stdin line until EOF: one agent process serves a whole push
-    (on a container host, with one container agent kept behind the relay)."""
+    (on a container host, with one container agent kept behind the relay).
+
+    After its first answer the agent imports what a push's later requests need (warm_up,
+    a daemon thread) while it waits for the next line: that wait is at least a round trip.
+    """
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # finish the work if the channel drops
-    relay = Relay()
+    relay, warming = None, None
     try:
         for line in sys.stdin:
             if not line.strip():
                 continue
-            answer = json.dumps(handle(json.loads(line), relay))
+            request = json.loads(line)
+            if request.get("container") and relay is None:
+                from .relay import Relay
+
+                relay = Relay()
+            answer = json.dumps(handle(request, relay))
             try:
                 sys.stdout.write("%s\n%s\n%s\n" % (BEGIN, answer, END))
                 sys.stdout.flush()
             except (BrokenPipeError, OSError):
                 return  # the controller is gone; the work above is done and journaled
+            if warming is None:
+                warming = threading.Thread(target=warm_up, name="warm-up", daemon=True)
+                warming.start()
     finally:
-        relay.close()
+        if relay is not None:
+            relay.close()

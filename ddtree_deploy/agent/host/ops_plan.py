@@ -2,6 +2,7 @@
 journal that guard and record a change."""
 
 import base64
+import csv
 import json
 import os
 import pwd
@@ -86,13 +87,22 @@ def _effective_user():
 
 
 def _record_hashes(dist, wanted):
-    """Return {path: sha256 hex} from the distribution's RECORD for the wanted paths."""
+    """Return {path: sha256 hex} from the distribution's RECORD for the wanted paths.
+
+    Reads RECORD's CSV rows (path, algorithm=urlsafe-base64 digest, size) itself:
+    `dist.files` makes a pathlib PackagePath of every row on every call, which for sglang's
+    ~5,500 rows was most of the facts op (~0.1 s of each push's preflight).
+    """
+    text = dist.read_text("RECORD") if dist else None
+    lines = (text or "").splitlines()
+    # only rows that can name a wanted path go through csv (a path holding a comma is quoted)
+    rows = [ln for ln in lines if ln.startswith('"') or ln.partition(",")[0] in wanted]
     record = {}
-    if dist and dist.files:
-        for f in dist.files:
-            if str(f) in wanted and f.hash:
-                raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
-                record[str(f)] = raw.hex()
+    for row in csv.reader(rows):
+        if len(row) < 2 or row[0] not in wanted or "=" not in row[1]:
+            continue
+        value = row[1].partition("=")[2]
+        record[row[0]] = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
     return record
 
 

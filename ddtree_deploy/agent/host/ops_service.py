@@ -15,6 +15,7 @@ LOG_TIMEOUT_S = 30
 STATUS_TIMEOUT_S = 30
 HEALTH_REQUEST_TIMEOUT_S = 10
 STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
+FIRST_RETRY_S = 0.005  # health: the wait after the first refused poll, doubled up to the interval
 
 
 def run_argv(argv, timeout_s):
@@ -86,6 +87,10 @@ def op_health(ctx, args):
     """Poll the service's health_url from the host until HTTP 200; return
     {"healthy": True, "polls": n}, or {"skipped": True} for kind "none" (unless force).
 
+    The first poll goes at once; after a refusal the wait starts at FIRST_RETRY_S and
+    doubles up to the service's poll_interval_s, so a server that is up within milliseconds
+    of its start (or of the restart op's status) costs milliseconds, not a whole interval.
+
     Raises OpFailed(unhealthy) after ready_timeout_s seconds, or as soon as a `command`
     service's status says it stopped. The probe ignores http_proxy (it is a local URL).
     """
@@ -98,6 +103,7 @@ def op_health(ctx, args):
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + float(service.ready_timeout_s)
     last, polls = "no answer yet", 0
+    interval_s, wait_s = float(service.poll_interval_s), FIRST_RETRY_S
     while True:
         polls += 1
         try:
@@ -123,7 +129,8 @@ def op_health(ctx, args):
                 last,
             )
             raise OpFailed(Code.UNHEALTHY, message, {"log": _service_log(service)})
-        time.sleep(float(service.poll_interval_s))
+        time.sleep(max(0.0, min(wait_s, interval_s, deadline - time.monotonic())))
+        wait_s = min(wait_s * 2, interval_s)
 
 
 def _service_exited(service, polls):
