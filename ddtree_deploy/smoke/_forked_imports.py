@@ -219,13 +219,16 @@ def _exit_reason(status):
 
 
 def run_groups(groups, timeout_s, workers):
-    """Yield (group index, results) as each group finishes; at most `workers` children."""
+    """Yield (group index, results, seconds since its first child started) as each group
+    finishes; at most `workers` children at once."""
     pending = [(i, list(names)) for i, names in enumerate(groups) if names]
+    began = {}
     running, results = {}, {i: {} for i, _ in pending}
     remaining = {i: len(names) for i, names in pending}
     while pending or running:
         while pending and len(running) < workers:
             index, names = pending.pop(0)
+            began.setdefault(index, time.monotonic())
             child = Child(index, names, timeout_s)
             running[child.fd] = child
         now = time.monotonic()
@@ -252,7 +255,7 @@ def run_groups(groups, timeout_s, workers):
                 _collect(child, rest, results, remaining, pending)
         for index in [i for i, left in remaining.items() if left == 0]:
             del remaining[index]
-            yield index, results.pop(index)
+            yield index, results.pop(index), round(time.monotonic() - began[index], 3)
 
 
 def _collect(child, rest, results, remaining, pending):
@@ -275,9 +278,13 @@ def main():
     if "unsafe" in warm:
         return
     workers = max(1, int(request.get("workers") or 1))
-    for index, results in run_groups(request.get("groups", []), timeout_s, workers):
-        print(json.dumps({"group": index, "results": results}), flush=True)
+    for index, results, seconds in run_groups(request.get("groups", []), timeout_s, workers):
+        print(json.dumps({"group": index, "results": results, "s": seconds}), flush=True)
 
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    # Skip the interpreter's teardown: with torch and sglang loaded it takes seconds, and
+    # everything this process had to say is on stdout already.
+    os._exit(0)

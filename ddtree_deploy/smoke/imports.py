@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from _suite import Suite
 
 _PROBE = r"""
-import importlib, json, sys, traceback
+import importlib, json, os, sys, traceback
 out = {}
 for name in json.loads(sys.argv[1]):
     try:
@@ -38,7 +38,8 @@ for name in json.loads(sys.argv[1]):
         frames = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
         out[name] = {"error": f"{type(exc).__name__}: {exc}", "frames": frames,
                      "tail": traceback.format_exc()[-1500:]}
-print(json.dumps(out))
+print(json.dumps(out), flush=True)
+os._exit(0)  # no teardown of torch and sglang: seconds, and the answer is out
 """
 
 
@@ -138,6 +139,7 @@ def import_forked(site, groups, timeout_s):
             warm = msg["warm"]
         elif "group" in msg:
             results[msg["group"]] = msg["results"]
+            warm.setdefault("groups_s", {})[msg["group"]] = msg.get("s")
     missing = [i for i, r in enumerate(results) if r is None]
     fallback = ""
     if missing:
@@ -167,6 +169,12 @@ def describe_mode(isolated, warm, fallback, groups):
         )
         + "evicted for touching the patch)"
     )
+    timed = sorted((s, i) for i, s in (warm.get("groups_s") or {}).items() if s is not None)
+    if timed:
+        seconds, index = timed[-1]
+        group = groups[index]
+        name = group[0] if len(group) == 1 else "the %d dependents" % len(group)
+        text += "; slowest child: %s, %ss" % (name, seconds)
     if fallback:
         text += "; fell back to fresh interpreters: " + fallback
     return text
