@@ -31,14 +31,16 @@ def copy_version(
     """Copy ``patchset`` to ``dest_root`` (a NAME/VERSION folder) and return ``dest_root``.
 
     ``own_files``: write shared sources into the copy's folder and drop their flag; else
-    put them in the store beside ``dest_root``. ``lock``: copy patchset.lock.json too.
+    put them in the store beside ``dest_root``. ``lock``: copy patchset.lock.json too;
+    without it the copy's shared sources are written into its folder with the flag kept
+    (only a lock names a blob), and `patchset lock` moves them into the store.
     Raises PatchsetError when a shared source cannot be read (missing or tampered blob).
     """
     shared = [(e, read_source(patchset, e)) for e in patchset.spec.files if e.shared]
     skip = ["__pycache__"] if lock else ["__pycache__", LOCK_NAME]
     shutil.copytree(patchset.root, dest_root, ignore=shutil.ignore_patterns(*skip))
     for entry, data in shared:
-        if not own_files:
+        if not own_files and lock:
             put_blob(dest_root, data)
             continue
         local = dest_root / entry.source

@@ -200,7 +200,7 @@ def test_diff_shows_files_and_result_diffs(tmp_path):
     server_args = next(f for f in data["files"] if f["path"] == SERVER_ARGS)
     assert server_args["added"] > 0 and server_args["diff"].startswith("--- ddtree@1.0.0/")
     info = next(f for f in data["files"] if f["path"].endswith("/ddtree_info.py"))
-    info_path = DDTREE / "1.1.0" / "files" / info["path"]
+    info_path = patchset_file(DDTREE / "1.1.0", info["path"])
     assert (info["added"], info["diff"]) == (len(info_path.read_text().splitlines()), "")
     assert data["a"] == {"ref": "ddtree@1.0.0", "target": "sglang==0.5.13.post1"}
     same = json.loads(run_cli("patchset", "diff", "ddtree@1.0.0", "ddtree@1.0.0", "--json",

@@ -102,6 +102,7 @@ def test_unknown_name_and_broken_candidate_are_config_errors(tmp_path, mixed_dir
         prepare_choice(mixed_dir, "nope")
     base = patchsets_with(tmp_path, "1.0.0", "2.0.0")
     utils = base / "ddtree" / "2.0.0" / "files" / "sglang" / "srt" / "speculative"
+    utils.mkdir(parents=True, exist_ok=True)  # a local copy of a shared file wins
     (utils / "ddtree_utils.py").write_text("# changed\n")
     with pytest.raises(PatchsetError, match="changed since the lock was written"):
         prepare_choice(base, "ddtree")
