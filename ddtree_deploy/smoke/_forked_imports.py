@@ -7,12 +7,13 @@ Run by imports.py as `python _forked_imports.py` with one JSON object on stdin:
      "timeout_s": seconds per module, "workers": children at once}
 It prints JSON lines on stdout: first {"warm": {...}} (what the warm-up did, or why fork
 is unsafe here: then it stops and imports.py imports every group in fresh processes), then
-one {"group": i, "results": {name: None | {error, frames, tail}}} per group.
+one {"group": i, "results": {name: None | {error, frames, tail}}, "s": seconds} per group.
 
 Why the result equals a fresh process's:
 - While warming, a meta path finder refuses every blocked name (the patched modules and
   their dependents) and everything under it. A warm module that tried to import one is
-  evicted again with every module of the patched packages it brought in, so each child
+  evicted again with every module of the patched packages it brought in from that
+  refusal on (and refused from then on, as is its import chain), so each child
   imports its module FIRST among those that involve the patch, as a fresh process would
   (circular imports a patch adds still fail the same way).
 - A warm import that raises, hangs (an alarm ends it) or leaves CUDA initialised changes
@@ -78,9 +79,10 @@ def _alarm(signum, frame):
 def warm_up(names, blocked, timeout_s):
     """Import `names` with `blocked` refused; return what happened (a dict for the report).
 
-    Modules of the patched packages brought in by a warm import that touched a blocked name
-    are removed from sys.modules again; third-party modules (torch…) stay: they cannot
-    import the patched package, and torch cannot be imported twice in one process.
+    Modules of the patched packages that a warm import brought in from its first refusal on
+    are removed from sys.modules again (those that finished before it stay: they never
+    touched the patch); third-party modules (torch…) stay: they cannot import the patched
+    package, and torch cannot be imported twice in one process.
     """
     tops = {name.split(".")[0] for name in blocked}
     blocker = Blocker(blocked)
@@ -93,8 +95,7 @@ def warm_up(names, blocked, timeout_s):
     # third-party packages first: they never involve the patch, and sglang's modules import them
     order = sorted(names, key=lambda n: (n.split(".")[0] in tops, n))
     try:
-        while order:
-            name = order.pop(0)
+        for name in order:
             if blocker.refuses(name):
                 evicted.append(name)
                 continue
