@@ -1,4 +1,7 @@
-"""In-memory CPU adaptation of sglang 0.5.13.post1 for speculative decoding: a TEST FIXTURE.
+"""In-memory CPU adaptation of sglang for speculative decoding: a TEST FIXTURE.
+
+The hook and the 0.5.13.post1 adapters live here; sglang 0.5.23's adapters live in the
+companion module ``cpu_adapt_0523`` (chosen by the installed sglang's version).
 
 Never shipped to real hosts. The sandbox installs it into a host venv as the stand-alone module
 ``ddtree_sandbox_cpu_adapt`` plus ``ddtree-sandbox-cpu-adapt.pth`` (see ``install_cpu_adapt``),
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable
@@ -33,6 +37,8 @@ MODULE_NAME = "ddtree_sandbox_cpu_adapt"
 PTH_NAME = "ddtree-sandbox-cpu-adapt.pth"
 TORCH_NATIVE = "torch_native"
 TORCH_NATIVE_CLASS = "TorchNativeAttnBackend"
+V2_SGLANG = "0.5.23"  # adapted by the companion module cpu_adapt_0523 (DFlashWorkerV2)
+V2_SUFFIX = "_0523"
 
 
 # --- 1. Triton KV-copy warmup -----------------------------------------------------------
@@ -294,18 +300,27 @@ PATCHES: dict[str, Callable[[ModuleType], None]] = {
 ENV_DEFAULTS = {"SGLANG_NATIVE_MOVE_KV_CACHE": "1"}
 
 
-class PatchingLoader(importlib.abc.Loader):
-    """Run the real loader, then apply one ``adapt_*`` function to the fresh module."""
+Around = Callable[[Callable[[], None]], None]
 
-    def __init__(self, inner: Any, patch: Callable[[ModuleType], None]) -> None:
+
+class PatchingLoader(importlib.abc.Loader):
+    """Run the real loader (inside ``around`` when given), then one ``adapt_*`` function."""
+
+    def __init__(
+        self, inner: Any, patch: Callable[[ModuleType], None], around: Around | None = None
+    ) -> None:
         self._inner = inner
         self._patch = patch
+        self._around = around
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        self._inner.exec_module(module)
+        if self._around is None:
+            self._inner.exec_module(module)
+        else:
+            self._around(lambda: self._inner.exec_module(module))
         self._patch(module)
         module.__ddtree_cpu_adapted__ = self._patch.__name__
 
@@ -314,19 +329,43 @@ class PatchingLoader(importlib.abc.Loader):
 
 
 class PatchingFinder(importlib.abc.MetaPathFinder):
-    """Find the modules named in PATCHES on the normal path and wrap their loaders."""
+    """Find the modules named in ``patches`` on the normal path and wrap their loaders."""
+
+    def __init__(
+        self,
+        patches: dict[str, Callable[[ModuleType], None]],
+        arounds: dict[str, Around] | None = None,
+    ) -> None:
+        self.patches = patches
+        self.arounds = arounds or {}
 
     def find_spec(
         self, fullname: str, path: Any, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        patch = PATCHES.get(fullname)
+        patch = self.patches.get(fullname)
         if patch is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = PatchingLoader(spec.loader, patch)
+        spec.loader = PatchingLoader(spec.loader, patch, self.arounds.get(fullname))
         return spec
+
+
+def installed_sglang_version() -> str | None:
+    """Return the installed sglang's version from its dist-info (imports no sglang code)."""
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def select_finder() -> PatchingFinder:
+    """Return the finder for the installed sglang: 0.5.23's adapters, else 0.5.13.post1's."""
+    if installed_sglang_version() == V2_SGLANG:
+        sibling = importlib.import_module(f"{__name__}{V2_SUFFIX}")
+        return PatchingFinder(sibling.patches(sys.modules[__name__]), sibling.arounds())
+    return PatchingFinder(PATCHES)
 
 
 def activate_from_env() -> bool:
@@ -336,18 +375,21 @@ def activate_from_env() -> bool:
     for name, value in ENV_DEFAULTS.items():
         os.environ.setdefault(name, value)
     if not any(isinstance(finder, PatchingFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, PatchingFinder())
+        sys.meta_path.insert(0, select_finder())
     return True
 
 
 def install_cpu_adapt(site_packages: Path) -> None:
-    """Write this module as ``ddtree_sandbox_cpu_adapt.py`` plus its .pth into ``site_packages``.
+    """Write this module and its 0.5.23 companion (as ``ddtree_sandbox_cpu_adapt*.py``) plus
+    the .pth that imports it into ``site_packages``.
 
-    Adds two files of its own and changes no file of any installed distribution.
+    Adds three files of its own and changes no file of any installed distribution.
     """
     site_packages = Path(site_packages)
-    source = Path(__file__).read_text()
-    (site_packages / f"{MODULE_NAME}.py").write_text(source)
+    here = Path(__file__)
+    (site_packages / f"{MODULE_NAME}.py").write_text(here.read_text())
+    companion = here.with_name(f"{here.stem}{V2_SUFFIX}.py")
+    (site_packages / f"{MODULE_NAME}{V2_SUFFIX}.py").write_text(companion.read_text())
     (site_packages / PTH_NAME).write_text(f"import {MODULE_NAME}\n")
 
 

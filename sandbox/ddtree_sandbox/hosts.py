@@ -48,7 +48,7 @@ from ddtree_sandbox.service import (
     stop_real_server,
     wait_healthy,
 )
-from ddtree_sandbox.serving import SERVE_ENV
+from ddtree_sandbox.serving import SERVE_ENV, SERVING_VERSIONS
 from ddtree_sandbox.sshd import (
     SSHD,
     SshdSpec,
@@ -128,7 +128,7 @@ class Sandbox:
             plain,
             service_script=REAL_SOURCE.name,
             args_file=f"{host.service_dir}/{SERVE_FILE_NAME}",
-            serve_args=tuple(host_serve_args(self.models, host)),
+            serve_args=tuple(host_serve_args(self.models, host, self.base_env.sglang_version)),
             serve_env=dict(SERVE_ENV),
         )
 
@@ -193,10 +193,11 @@ def start_sandbox(
         raise ValueError(f"{count} hosts but {len(names)} names")
     if service not in SERVICES:
         raise ValueError(f"service must be one of {SERVICES}, got {service!r}")
-    if service == "sglang" and sglang_version != DEFAULT_SGLANG_VERSION:
+    if service == "sglang" and sglang_version not in SERVING_VERSIONS:
         raise ValueError(
-            f"a real sglang server in the sandbox needs sglang {DEFAULT_SGLANG_VERSION} (the CPU "
-            f"adaptation fixture targets its modules); for {sglang_version} use the stub service"
+            f"a real sglang server in the sandbox needs sglang {' or '.join(SERVING_VERSIONS)} "
+            f"(the CPU adaptation fixture targets their modules); for {sglang_version} use the "
+            "stub service"
         )
     host_models = list(models) if models is not None else ["target"] * count
     if len(host_models) != count or not set(host_models) <= set(MODEL_KINDS):
@@ -254,7 +255,9 @@ def start_sandbox(
         try:
             for host in hosts:
                 if model_set is not None:
-                    text = pristine_serve_file(model_set, host, initial_algorithm)
+                    text = pristine_serve_file(
+                        model_set, host, initial_algorithm, base_env.sglang_version
+                    )
                     (host.service_dir_on_disk / SERVE_FILE_NAME).write_text(text)
                     continue
                 host.stub_config_on_disk.write_text(

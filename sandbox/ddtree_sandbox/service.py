@@ -30,21 +30,23 @@ INITIAL_ALGORITHMS = ("DFLASH", None)
 DFLASH_BLOCK_SIZE = 4
 
 
-def host_serve_args(models: ModelSet, host: SandboxHost) -> list[str]:
+def host_serve_args(models: ModelSet, host: SandboxHost, sglang_version: str) -> list[str]:
     """The host's own server flags (inventory `serve.args`): its model, address, port, the
     CPU settings and the DFlash draft; a patchset's [serve] adds the algorithm."""
     model_dir = models.path(host.model)
     return [
         *base_launch_args(model_dir, host.address, SERVICE_PORT),
-        *dflash_args(models.draft, DFLASH_BLOCK_SIZE)[2:],  # all but the algorithm
+        *dflash_args(models.draft, DFLASH_BLOCK_SIZE, sglang_version)[2:],  # all but the algorithm
     ]
 
 
-def pristine_serve_file(models: ModelSet, host: SandboxHost, algorithm: str | None) -> str:
+def pristine_serve_file(
+    models: ModelSet, host: SandboxHost, algorithm: str | None, sglang_version: str
+) -> str:
     """The serve file an operator would have written before any push (DFLASH or plain)."""
     args = base_launch_args(models.path(host.model), host.address, SERVICE_PORT)
     if algorithm == "DFLASH":
-        args += dflash_args(models.draft, DFLASH_BLOCK_SIZE)
+        args += dflash_args(models.draft, DFLASH_BLOCK_SIZE, sglang_version)
     lines = [
         f"# sglang on sandbox host {host.name}: {host.model} model, "
         f"{algorithm or 'no speculative decoding'} (written by the sandbox, as an operator would)",

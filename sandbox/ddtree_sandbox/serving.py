@@ -14,6 +14,11 @@ from pathlib import Path
 
 # KV pool and context caps: without --max-total-tokens sglang sizes the KV pool from about
 # 62% of free RAM; these keep a tiny model's server near 1.9 GB RSS.
+# The sglang a real sandbox server runs: 0.5.13.post1 (DFlashWorker, V1) by default, or
+# 0.5.23 (DFlashWorkerV2 under the overlap scheduler). Both are adapted by cpu_adapt.
+V1_SGLANG = "0.5.13.post1"
+OVERLAP_VERSIONS = frozenset({"0.5.23"})
+SERVING_VERSIONS = (V1_SGLANG, *sorted(OVERLAP_VERSIONS))
 MAX_TOTAL_TOKENS = 4096
 CONTEXT_LENGTH = 1024
 
@@ -91,8 +96,13 @@ def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = 
     ]  # fmt: skip
 
 
-def dflash_args(draft_dir: Path, block_size: int) -> list[str]:
-    """Return the flags that turn a plain server into a DFLASH one with ``draft_dir``."""
+def dflash_args(draft_dir: Path, block_size: int, sglang_version: str = V1_SGLANG) -> list[str]:
+    """Return the flags that turn a plain server into a DFLASH one with ``draft_dir``.
+
+    sglang 0.5.13.post1 serves DFLASH with its V1 worker, which does not overlap; sglang 0.5.23
+    serves it with DFlashWorkerV2 under the overlap scheduler (its default, kept on).
+    """
+    overlap_flags = [] if sglang_version in OVERLAP_VERSIONS else ["--disable-overlap-schedule"]
     return [
         "--speculative-algorithm", "DFLASH",
         "--speculative-draft-model-path", str(draft_dir),
@@ -101,13 +111,15 @@ def dflash_args(draft_dir: Path, block_size: int) -> list[str]:
         # The DFlash draft runs on torch_native too (accepted thanks to cpu_adapt).
         "--speculative-draft-attention-backend", "torch_native",
         # Spec v1 (DFlashWorker) does not overlap; say so instead of relying on auto-off.
-        "--disable-overlap-schedule",
+        *overlap_flags,
     ]  # fmt: skip
 
 
-def ddtree_args(draft_dir: Path, block_size: int, budget: int) -> list[str]:
+def ddtree_args(
+    draft_dir: Path, block_size: int, budget: int, sglang_version: str = V1_SGLANG
+) -> list[str]:
     """Return the DDTREE flags: DFLASH's, with the algorithm DDTREE and a tree budget."""
-    args = dflash_args(draft_dir, block_size)
+    args = dflash_args(draft_dir, block_size, sglang_version)
     args[args.index("DFLASH")] = "DDTREE"
     return [*args, "--speculative-ddtree-budget", str(budget)]
 
