@@ -1,0 +1,263 @@
+"""DDTREE on sglang 0.5.23: DFlashWorkerV2 drafting a block, verifying a tree (patchset ddtree 2.1.0).
+
+One decode step, everything else as DFLASH does it:
+1. The DFlash draft runs its block (bonus token + mask tokens) unchanged.
+2. ``_greedy_sample_from_vocab_parallel_head`` (DFLASH's top-1 per block position) is where
+   this worker takes the draft's full logits for positions 1..B-1 instead, builds one DDTree
+   per request under ``--speculative-ddtree-budget`` (``ddtree_utils``) and returns the tree's
+   node tokens in the block's slots.
+3. ``_verify_tree_layout`` gives the verify forward an ancestor-only mask and node positions
+   ``prefix + depth`` (DFLASH: no mask, ``prefix + index``).
+4. ``_accept_block`` walks the tree with the target's token at every node (argmax, or one
+   lossless sample per node for non-greedy requests) and returns DFLASH's committed-block
+   format: accepted tokens then the bonus, commit length = accepted + 1.
+5. ``_commit_tree_path`` moves the accepted path's target KV, hidden states and logits to the
+   front of each request's verify window, where DFLASH's chain code (draft-KV append, logprobs,
+   next frontier) reads them.
+
+Stage 1 of 2.1.0: the verify width is the draft block (``budget + 1 == block size``), so the
+scheduler's KV reservation, CUDA-graph widths and the draft KV window are DFLASH's own. Wider
+trees are refused at start. The tree is built on the host (one device-to-host copy per step);
+sglang's own device builder (``uno_tree``) is the planned replacement once proved equal.
+
+Greedy output is token-identical to the target's own greedy decoding (fp32; tested on a real
+CPU server in the ddtree-deploy sandbox).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from sglang.srt.speculative.ddtree_utils import (
+    build_ddtree_tree_from_logits,
+    compile_ddtree_tree,
+    follow_verified_trees_batched,
+)
+from sglang.srt.speculative.ddtree_worker_utils import (
+    DDTreeVerifyBatch,
+    build_ddtree_custom_mask,
+    pack_ddtree_verify_batch,
+    sample_ddtree_posterior,
+)
+from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+from sglang.srt.speculative.spec_utils import move_accept_tokens_to_target_kvcache
+
+logger = logging.getLogger(__name__)
+
+# Attention backends whose TARGET_VERIFY reads DFlashVerifyInput.custom_mask (eager).
+MASK_BACKENDS = ("triton", "flashinfer", "torch_native")
+
+
+@dataclass
+class DDTreeStep:
+    """The trees of one decode step (set by the draft, read by verify and accept)."""
+
+    layout: DDTreeVerifyBatch  # on the worker's device
+    accept_index: torch.Tensor | None = None  # [B, depth + 1] local nodes, root first
+
+
+def find_ddtree_v2_errors(
+    *,
+    budget: int,
+    block_size: int,
+    tp_size: int,
+    page_size: int,
+    grammar_backend: str | None,
+    attention_backend: str | None,
+    device: str,
+    cuda_graphs: bool,
+    uses_selector: bool,
+    uses_lilicorr: bool,
+    uses_domino: bool,
+) -> list[str]:
+    """Return every start-up refusal for this configuration (empty: DDTREE can run)."""
+    errors = []
+    if budget + 1 != block_size:
+        errors.append(
+            f"--speculative-ddtree-budget {budget} gives a verify width of {budget + 1}, but "
+            f"ddtree 2.1.0 verifies exactly one draft block of {block_size} slots: use "
+            f"--speculative-ddtree-budget {block_size - 1} (wider trees are not supported yet)"
+        )
+    if tp_size != 1:
+        errors.append(f"--tp-size {tp_size}: DDTREE builds trees from one rank's full logits")
+    if page_size != 1:
+        errors.append(f"--page-size {page_size}: DDTREE moves tree KV token by token (use 1)")
+    if grammar_backend not in (None, "none"):
+        errors.append(
+            f"--grammar-backend {grammar_backend}: DDTREE does not constrain trees by a "
+            "grammar yet (launch with --grammar-backend none)"
+        )
+    if attention_backend not in MASK_BACKENDS:
+        errors.append(
+            f"--attention-backend {attention_backend}: DDTREE needs a backend that applies the "
+            f"tree mask in TARGET_VERIFY ({', '.join(MASK_BACKENDS)})"
+        )
+    if cuda_graphs and not device.startswith("cpu"):
+        errors.append(
+            "CUDA graphs: sglang captures DFlash-family verify graphs without a custom mask, "
+            "so a replayed graph would verify the tree as a chain (launch with "
+            "--disable-cuda-graph until ddtree captures its own)"
+        )
+    for flag, used in (
+        ("a candidate selector", uses_selector),
+        ("a LiLiCorr head", uses_lilicorr),
+        ("Domino rollout", uses_domino),
+    ):
+        if used:
+            errors.append(f"the draft model uses {flag}: DDTREE needs the plain DFlash head")
+    return errors
+
+
+class DDTreeWorkerV2(DFlashWorkerV2):
+    """DFlashWorkerV2 whose verify step checks a DDTree instead of the block's chain."""
+
+    def __init__(self, server_args: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(server_args, *args, **kwargs)
+        self.ddtree_budget = int(server_args.speculative_ddtree_budget)
+        errors = find_ddtree_v2_errors(
+            budget=self.ddtree_budget,
+            block_size=int(self.block_size),
+            tp_size=int(server_args.tp_size),
+            page_size=int(self.page_size),
+            grammar_backend=server_args.grammar_backend,
+            attention_backend=server_args.attention_backend,
+            device=str(server_args.device),
+            cuda_graphs=not server_args.disable_cuda_graph,
+            uses_selector=self.selector is not None,
+            uses_lilicorr=self.lilicorr is not None,
+            uses_domino=bool(self._is_domino),
+        )
+        if errors:
+            raise ValueError("DDTREE cannot start: " + "; ".join(errors))
+        self._ddtree: DDTreeStep | None = None
+        logger.info(
+            "DDTREE: draft block %d, tree budget %d, verify width %d (DFlashWorkerV2, "
+            "overlap scheduling %s)",
+            int(self.block_size),
+            self.ddtree_budget,
+            self.ddtree_budget + 1,
+            "off" if server_args.disable_overlap_schedule else "on",
+        )
+
+    def _maybe_build_draft_sampler(self) -> None:
+        """No fused in-graph draft sampler: the tree needs the full draft logits."""
+        return None
+
+    def _greedy_sample_from_vocab_parallel_head(
+        self, *, hidden_states: torch.Tensor, lm_head: Any, chunk_size: int = 256
+    ) -> torch.Tensor:
+        """Build this step's trees from the draft's full logits; return their node tokens.
+
+        hidden_states: [B * (block - 1), H], the draft's rows for block positions 1..B-1.
+        Returns [B * budget] node tokens, nodes 1..budget of each request's tree.
+        """
+        width = int(self.block_size)
+        batch = hidden_states.shape[0] // (width - 1)
+        if batch == 0:
+            self._ddtree = None
+            return torch.empty((0,), dtype=torch.long, device=hidden_states.device)
+        weight = lm_head.weight
+        shard = getattr(lm_head, "shard_indices", None)
+        if shard is not None:
+            weight = weight[: int(shard.num_org_elements)]
+        draft_hidden = hidden_states.view(batch, width - 1, -1)
+        logits = torch.matmul(draft_hidden.to(weight.dtype), weight.T).float()
+        roots = self._draft_block_ids_buf[:batch, 0].tolist()
+        trees = [
+            compile_ddtree_tree(build_ddtree_tree_from_logits(row, self.ddtree_budget), root, 0)
+            for row, root in zip(logits.cpu(), roots)
+        ]
+        layout = pack_ddtree_verify_batch(trees, width).to(hidden_states.device)
+        self._ddtree = DDTreeStep(layout=layout)
+        return layout.input_ids.view(batch, width)[:, 1:].reshape(-1)
+
+    def _verify_tree_layout(
+        self, prefix_lens: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Return the verify forward's allow-mask and positions (prefix + node depth)."""
+        step = self._ddtree
+        if step is None:
+            return super()._verify_tree_layout(prefix_lens, positions)
+        width = step.layout.width
+        depths = step.layout.positions.view(-1, width)  # packed with root position 0
+        verify_positions = (prefix_lens.to(depths.dtype)[:, None] + depths).reshape(-1)
+        mask = build_ddtree_custom_mask(step.layout.tree_mask, prefix_lens.tolist())
+        return mask, verify_positions.to(positions.dtype)
+
+    def _accept_block(
+        self,
+        *,
+        candidates: torch.Tensor,
+        next_token_logits: torch.Tensor,
+        sampling_info: Any,
+        draft_input: Any,
+        prefix_lens: torch.Tensor,
+        bs: int,
+        target_predict: torch.Tensor | None = None,
+    ):
+        """Walk each tree with the target's token per node; return DFLASH's commit format."""
+        step = self._ddtree
+        if step is None:
+            return super()._accept_block(
+                candidates=candidates,
+                next_token_logits=next_token_logits,
+                sampling_info=sampling_info,
+                draft_input=draft_input,
+                prefix_lens=prefix_lens,
+                bs=bs,
+                target_predict=target_predict,
+            )
+        layout = step.layout
+        width = layout.width
+        if target_predict is not None:
+            posterior = target_predict.view(bs, width)
+        elif sampling_info is None or sampling_info.is_all_greedy:
+            posterior = torch.argmax(next_token_logits, dim=-1).view(bs, width)
+        else:
+            posterior = sample_ddtree_posterior(
+                next_token_logits,
+                width,
+                sampling_info.temperatures.view(-1),
+                sampling_info.top_ks.view(-1),
+                sampling_info.top_ps.view(-1),
+                sampling_info.min_ps.view(-1),
+            )
+        accept_index, accept_len, bonus = follow_verified_trees_batched(
+            layout.next_token,
+            layout.next_sibling,
+            layout.walk_tokens,
+            posterior.to(torch.long),
+            max_depth=width - 1,
+        )
+        step.accept_index = accept_index
+        path_tokens = torch.gather(layout.walk_tokens, 1, accept_index.clamp(min=0))
+        out_tokens = torch.zeros((bs, width), dtype=torch.int64, device=candidates.device)
+        out_tokens[:, : width - 1] = path_tokens[:, 1:width]
+        out_tokens.scatter_(1, accept_len[:, None], bonus[:, None])
+        return accept_len, (accept_len + 1).to(torch.int32), bonus, out_tokens, None
+
+    def _commit_tree_path(self, batch: Any, logits_output: Any, bs: int) -> None:
+        """Move the accepted path's KV, hidden states and logits to the window's front."""
+        step, self._ddtree = self._ddtree, None
+        if step is None or step.accept_index is None:
+            return
+        width = step.layout.width
+        local = step.accept_index
+        base = torch.arange(bs, device=local.device)[:, None] * width
+        global_index = torch.where(local >= 0, local + base, torch.full_like(local, -1))
+        accepted = (local[:, 1:] >= 0).sum(dim=1)
+        move_accept_tokens_to_target_kvcache(
+            batch, global_index, accepted, self.model_runner.token_to_kv_pool_allocator
+        )
+        rows = torch.arange(bs * width, device=local.device).view(bs, width)
+        depth_slots = local.shape[1]
+        rows[:, :depth_slots] = torch.where(local >= 0, global_index, rows[:, :depth_slots])
+        order = rows.reshape(-1)
+        for name in ("hidden_states", "next_token_logits"):
+            value = getattr(logits_output, name, None)
+            if value is not None:
+                setattr(logits_output, name, value[order])
