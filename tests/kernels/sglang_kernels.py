@@ -66,7 +66,7 @@ def load_kernels() -> Kernels:
     import sglang
 
     version = getattr(sglang, "__version__", "")
-    if importlib.util.find_spec("sglang.kernels.ops.speculative.uno_tree") is None:
+    if importlib.util.find_spec("sglang.kernels") is None:
         attention = importlib.import_module("sglang.srt.layers.attention.triton_ops.extend_attention")
         return Kernels(version=version, extend_attention_fwd=attention.extend_attention_fwd)
     standin = install_flashinfer_standin()
