@@ -19,6 +19,7 @@ tests/kernels/test_kernels.py runs so this script cannot rot).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -67,19 +68,26 @@ def time_builders(kernels, oracle, device: str, vocab: int, budgets, reps: int) 
     for budget in budgets:
         top_k = min(budget, 2048 // (budget + 1), vocab)
         rec = {"check": "uno_vs_ours", "budget": budget, "vocab": vocab, "depths": 15, "ok": True}
-        rec["ours_s"] = _median_s(lambda: oracle.build_ddtree_tree_from_logits(logits[0], budget), reps, sync)
+        rec["ours_s"] = _median_s(
+            functools.partial(oracle.build_ddtree_tree_from_logits, logits[0], budget), reps, sync
+        )
         try:
-            uno = lambda: tree_ops.build_uno(kernels, roots, logits, budget, top_k)  # noqa: E731
+            uno = functools.partial(tree_ops.build_uno, kernels, roots, logits, budget, top_k)
             rec["uno_s"], rec["uno_candidate_top_k"] = _median_s(uno, reps, sync), top_k
             ours = oracle.build_ddtree_tree_from_logits(logits[0].cpu(), budget)
-            rec["same_tree"] = tree_ops.build_uno(kernels, roots, logits, budget, top_k)[1][0].parents == ours.parents
+            rec["same_tree"] = (
+                tree_ops.build_uno(kernels, roots, logits, budget, top_k)[1][0].parents
+                == ours.parents
+            )
         except ValueError as error:
             rec["uno_refused"] = str(error)
         records.append(rec)
     return records
 
 
-def time_masked_verify(kernels, device: str, heads: int, dim: int, prefix: int, budgets, reps: int) -> list[dict]:
+def time_masked_verify(
+    kernels, device: str, heads: int, dim: int, prefix: int, budgets, reps: int
+) -> list[dict]:
     """Return one record per budget: extend_attention_fwd with a tree mask, median seconds."""
     import torch
     import tree_ops
@@ -92,28 +100,55 @@ def time_masked_verify(kernels, device: str, heads: int, dim: int, prefix: int, 
         k_buffer = torch.randn(batch * prefix, heads, dim, device=device, dtype=dtype)
         v_buffer = torch.randn_like(k_buffer)
         slots = [torch.arange(b * prefix, (b + 1) * prefix, device=device) for b in range(batch)]
-        q, k, v = (torch.randn(batch * width, heads, dim, device=device, dtype=dtype) for _ in range(3))
+        q, k, v = (
+            torch.randn(batch * width, heads, dim, device=device, dtype=dtype) for _ in range(3)
+        )
         mask = torch.ones(batch * width * (prefix + width), dtype=torch.bool, device=device)
-        run = lambda: tree_ops.extend_attention(kernels, q, k, v, k_buffer, v_buffer, slots,  # noqa: E731
-                                                 [width] * batch, mask)  # fmt: skip
-        records.append({"check": "masked_verify", "ok": True, "budget": budget, "batch": batch,
-                        "prefix": prefix, "heads": heads, "head_dim": dim, "dtype": str(dtype),
-                        "seconds": _median_s(run, reps, sync)})  # fmt: skip
+        run = functools.partial(
+            tree_ops.extend_attention,
+            kernels,
+            q,
+            k,
+            v,
+            k_buffer,
+            v_buffer,
+            slots,
+            [width] * batch,
+            mask,
+        )
+        records.append(
+            {
+                "check": "masked_verify",
+                "ok": True,
+                "budget": budget,
+                "batch": batch,
+                "prefix": prefix,
+                "heads": heads,
+                "head_dim": dim,
+                "dtype": str(dtype),
+                "seconds": _median_s(run, reps, sync),
+            }
+        )
     return records
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the checks and timings; exit 0 when every check is ok, 1 if not, 2 without CUDA."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--self-test", action="store_true", help="CPU, TRITON_INTERPRET=1, tiny shapes")
+    parser.add_argument(
+        "--self-test", action="store_true", help="CPU, TRITON_INTERPRET=1, tiny shapes"
+    )
     args = parser.parse_args(argv)
     if args.self_test:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     import torch
 
     if not args.self_test and not torch.cuda.is_available():
-        print("gpu-check needs CUDA (torch.cuda.is_available() is False); "
-              "--self-test runs it on the CPU under TRITON_INTERPRET=1", file=sys.stderr)  # fmt: skip
+        print(
+            "gpu-check needs CUDA (torch.cuda.is_available() is False); "
+            "--self-test runs it on the CPU under TRITON_INTERPRET=1",
+            file=sys.stderr,
+        )
         return 2
     sys.path.insert(0, str(REPO / "tests" / "kernels"))
     import kernel_checks
@@ -131,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         records = time_builders(kernels, oracle, device, 151_936, (16, 64, 256, 1024), 20)
         records += time_masked_verify(kernels, device, 32, 128, 1024, (16, 64, 127), 20)
     for rec in records:
-        rec["device"] = torch.cuda.get_device_name() if device == "cuda" else "cpu (TRITON_INTERPRET=1)"
+        rec["device"] = (
+            torch.cuda.get_device_name() if device == "cuda" else "cpu (TRITON_INTERPRET=1)"
+        )
         print(json.dumps(rec), flush=True)
     return 1 if failed or not all(r.get("same_tree", True) for r in records) else 0
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import toy_decode  # noqa: E402
 import tree_ops  # noqa: E402
 from sglang_kernels import Kernels, load_kernels  # noqa: E402
-from uno_mapping import TreeNodes, uno_layout_from_tree  # noqa: E402
+from uno_mapping import TreeNodes  # noqa: E402
 
 
 def load_oracle(path: Path) -> ModuleType:
@@ -71,16 +71,33 @@ def tie_free(gen: torch.Generator, oracle, batch: int, depths: int, vocab: int, 
 def record(name: str, started: float, ok: bool, caught: bool, cases: int, **info) -> dict:
     """Return one check's JSON record."""
     seconds = round(time.perf_counter() - started, 3)
-    return {"check": name, "ok": ok and caught, "agrees": ok, "control_caught": caught,
-            "cases": cases, "seconds": seconds, **info}  # fmt: skip
+    return {
+        "check": name,
+        "ok": ok and caught,
+        "agrees": ok,
+        "control_caught": caught,
+        "cases": cases,
+        "seconds": seconds,
+        **info,
+    }
 
 
 def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> dict:
     """(a) UNO with candidate_top_k = budget builds our tree; ties, -inf, temperature, K."""
     started = time.perf_counter()
     gen = torch.Generator().manual_seed(16)
-    shapes = [(2, 8, 7), (3, 40, 9), (4, 200, 20), (2, 64, 44)] if quick else [
-        (2, 8, 7), (3, 40, 9), (4, 200, 20), (2, 64, 44), (15, 151_936, 16), (15, 151_936, 44)]  # fmt: skip
+    shapes = (
+        [(2, 8, 7), (3, 40, 9), (4, 200, 20), (2, 64, 44)]
+        if quick
+        else [
+            (2, 8, 7),
+            (3, 40, 9),
+            (4, 200, 20),
+            (2, 64, 44),
+            (15, 151_936, 16),
+            (15, 151_936, 44),
+        ]
+    )
     batch = 3
     ok, cases = True, 0
     for depths, vocab, budget in shapes:
@@ -94,8 +111,9 @@ def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> d
     tie_cases = tie_equal = 0
     for _ in range(8):
         logits = torch.randint(-3, 3, (batch, 3, 6), generator=gen).float()
-        _, trees = tree_ops.build_uno(kernels, torch.zeros(batch, dtype=torch.long).to(device),
-                                      logits.to(device), 6, 6)  # fmt: skip
+        _, trees = tree_ops.build_uno(
+            kernels, torch.zeros(batch, dtype=torch.long).to(device), logits.to(device), 6, 6
+        )
         for b in range(batch):
             tie_cases += 1
             tie_equal += same_tree(oracle.build_ddtree_tree_from_logits(logits[b], 6), trees[b])
@@ -104,8 +122,9 @@ def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> d
     logits = tie_free(gen, oracle, batch, 2, 12, 12)
     logits[:, :, 2:] = float("-inf")
     logits[1, 1, :] = float("-inf")
-    _, trees = tree_ops.build_uno(kernels, torch.zeros(batch, dtype=torch.long).to(device),
-                                  logits.to(device), 12, 12)  # fmt: skip
+    _, trees = tree_ops.build_uno(
+        kernels, torch.zeros(batch, dtype=torch.long).to(device), logits.to(device), 12, 12
+    )
     inf_sizes = []
     for b in range(batch):
         ours = oracle.build_ddtree_tree_from_logits(logits[b], 12)
@@ -115,16 +134,25 @@ def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> d
     logits = tie_free(gen, oracle, batch, 3, 30, 9) * 0.7
     temp_ok = True
     for temperature, scale in ((0.7, 0.7), (0.0, 1.0)):
-        _, trees = tree_ops.build_uno(kernels, torch.zeros(batch, dtype=torch.long).to(device),
-                                      logits.to(device), 9, 9, temperature)  # fmt: skip
+        _, trees = tree_ops.build_uno(
+            kernels,
+            torch.zeros(batch, dtype=torch.long).to(device),
+            logits.to(device),
+            9,
+            9,
+            temperature,
+        )
         for b in range(batch):
-            temp_ok &= same_tree(oracle.build_ddtree_tree_from_logits(logits[b] / scale, 9), trees[b])
+            temp_ok &= same_tree(
+                oracle.build_ddtree_tree_from_logits(logits[b] / scale, 9), trees[b]
+            )
     # candidate_top_k < budget: equal exactly when our tree uses no rank >= K.
     rank_rule = True
     logits = tie_free(gen, oracle, batch, 4, 50, 12)
     for top_k in (4, 6, 12):
-        _, trees = tree_ops.build_uno(kernels, torch.zeros(batch, dtype=torch.long).to(device),
-                                      logits.to(device), 12, top_k)  # fmt: skip
+        _, trees = tree_ops.build_uno(
+            kernels, torch.zeros(batch, dtype=torch.long).to(device), logits.to(device), 12, top_k
+        )
         for b in range(batch):
             ours = oracle.build_ddtree_tree_from_logits(logits[b], 12)
             max_rank = max(tree_ops_ranks(ours.parents))
@@ -137,11 +165,15 @@ def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> d
         ours_nan = "built a tree"
     except ValueError as error:
         ours_nan = f"ValueError: {error}"
-    _, nan_trees = tree_ops.build_uno(kernels, torch.zeros(1, dtype=torch.long).to(device),
-                                      nan_logits.to(device), 6, 6)  # fmt: skip
+    _, nan_trees = tree_ops.build_uno(
+        kernels, torch.zeros(1, dtype=torch.long).to(device), nan_logits.to(device), 6, 6
+    )
     as_inf = oracle.build_ddtree_tree_from_logits(torch.nan_to_num(nan_logits[0], nan=-1e30), 6)
-    nan_uno = {"nodes": len(nan_trees[0].node_tokens), "depths": nan_trees[0].depths,
-               "equals_ours_with_nan_as_-inf": same_tree(as_inf, nan_trees[0])}  # fmt: skip
+    nan_uno = {
+        "nodes": len(nan_trees[0].node_tokens),
+        "depths": nan_trees[0].depths,
+        "equals_ours_with_nan_as_-inf": same_tree(as_inf, nan_trees[0]),
+    }
     # Negative control: one node moved to another parent is not our tree.
     ours = oracle.build_ddtree_tree_from_logits(logits[0], 12)
     moved = list(trees[0].parents)
@@ -149,12 +181,20 @@ def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> d
     wrong = TreeNodes(trees[0].node_tokens, moved, trees[0].depths, trees[0].ranks)
     caught = same_tree(ours, trees[0]) and not same_tree(ours, wrong)
     return record(
-        "tree_equality", started, ok and inf_prefix and temp_ok and rank_rule, caught, cases,
-        ties_equal=f"{tie_equal}/{tie_cases}", inf_sizes=inf_sizes, inf_ours_is_prefix=inf_prefix,
-        temperature_ok=temp_ok, rank_rule_ok=rank_rule, nan_ours=ours_nan,
+        "tree_equality",
+        started,
+        ok and inf_prefix and temp_ok and rank_rule,
+        caught,
+        cases,
+        ties_equal=f"{tie_equal}/{tie_cases}",
+        inf_sizes=inf_sizes,
+        inf_ours_is_prefix=inf_prefix,
+        temperature_ok=temp_ok,
+        rank_rule_ok=rank_rule,
+        nan_ours=ours_nan,
         nan_uno=nan_uno,
         flashinfer_standin=kernels.flashinfer_standin,
-    )  # fmt: skip
+    )
 
 
 def tree_ops_ranks(parents: list[int]) -> list[int]:

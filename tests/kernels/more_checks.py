@@ -6,15 +6,21 @@ from __future__ import annotations
 import time
 
 import torch
-
 import tree_ops
 from uno_mapping import uno_layout_from_tree
 
 
 def _record(name: str, started: float, ok: bool, caught: bool, cases: int, **info) -> dict:
     seconds = round(time.perf_counter() - started, 3)
-    return {"check": name, "ok": ok and caught, "agrees": ok, "control_caught": caught,
-            "cases": cases, "seconds": seconds, **info}  # fmt: skip
+    return {
+        "check": name,
+        "ok": ok and caught,
+        "agrees": ok,
+        "control_caught": caught,
+        "cases": cases,
+        "seconds": seconds,
+        **info,
+    }
 
 
 def random_trees(kernels, oracle, gen, device, batch, depths, vocab, budget):
@@ -54,18 +60,32 @@ def check_tree_links(kernels, oracle, device, quick) -> dict:
     cuda = [False, True] if device == "cuda" else [False]
     for depths, vocab, budget in [(3, 30, 8), (4, 100, 20), (6, 64, 40)]:
         batch = 3
-        _, roots, proposal, ours = random_trees(kernels, oracle, gen, device, batch, depths, vocab, budget)
+        _, roots, proposal, ours = random_trees(
+            kernels, oracle, gen, device, batch, depths, vocab, budget
+        )
         seq_lens = [int(x) for x in torch.randint(1, 40, (batch,), generator=gen)]
-        compiled = [oracle.compile_ddtree_tree(t, int(roots[b]), seq_lens[b]) for b, t in enumerate(ours)]
+        compiled = [
+            oracle.compile_ddtree_tree(t, int(roots[b]), seq_lens[b]) for b, t in enumerate(ours)
+        ]
         lens = torch.tensor(seq_lens, dtype=torch.long, device=device)
         for cuda_kernel in cuda:
             for full in (True, False):
-                links = tree_ops.build_tree_links(kernels, proposal.parent_list, proposal.top_scores_index,
-                                                  lens, budget, depths, full, cuda_kernel)  # fmt: skip
+                links = tree_ops.build_tree_links(
+                    kernels,
+                    proposal.parent_list,
+                    proposal.top_scores_index,
+                    lens,
+                    budget,
+                    depths,
+                    full,
+                    cuda_kernel,
+                )
                 ok &= links_match(links, compiled, seq_lens, budget + 1, full)
                 cases += batch
         # Our own tree through the inverse mapping (K = budget, parent list for L depths).
-        layouts = [uno_layout_from_tree(t.node_token_ids.tolist(), t.parents, budget, depths) for t in ours]
+        layouts = [
+            uno_layout_from_tree(t.node_token_ids.tolist(), t.parents, budget, depths) for t in ours
+        ]
         parent_list = torch.stack([x[2] for x in layouts]).to(device)
         edges = torch.stack([x[1] for x in layouts]).to(device)
         links = tree_ops.build_tree_links(kernels, parent_list, edges, lens, budget, depths)
@@ -79,7 +99,8 @@ def check_tree_links(kernels, oracle, device, quick) -> dict:
     wrong = tree_ops.build_tree_links(kernels, parent_list, wrong_edges, lens, budget, depths)
     short = tree_ops.build_tree_links(kernels, parent_list, edges, lens, budget, depths - 4)
     caught = not links_match(wrong, compiled, seq_lens, budget + 1) and not links_match(
-        short, compiled, seq_lens, budget + 1)
+        short, compiled, seq_lens, budget + 1
+    )
     return _record("tree_links", started, ok, caught, cases, cuda_kernel=device == "cuda")
 
 
@@ -108,15 +129,19 @@ def check_verify(kernels, oracle, device, quick) -> dict:
     ok, cases, accepted = True, 0, []
     for depths, vocab, budget in [(3, 6, 8), (5, 8, 24), (8, 6, 40)]:
         batch = 4
-        top_k, roots, proposal, ours = random_trees(kernels, oracle, gen, device, batch, depths, vocab, budget)
+        top_k, roots, proposal, ours = random_trees(
+            kernels, oracle, gen, device, batch, depths, vocab, budget
+        )
         compiled = [oracle.compile_ddtree_tree(t, int(roots[b]), 5) for b, t in enumerate(ours)]
         lens = torch.full((batch,), 5, dtype=torch.long, device=device)
-        links = tree_ops.build_tree_links(kernels, proposal.parent_list, proposal.top_scores_index,
-                                          lens, top_k, depths)  # fmt: skip
+        links = tree_ops.build_tree_links(
+            kernels, proposal.parent_list, proposal.top_scores_index, lens, top_k, depths
+        )
         post = torch.stack([planted_posterior(c, gen, vocab) for c in compiled])
         candidates = torch.cat([roots[:, None], proposal.draft_tokens.cpu()], 1).to(device)
         predicts, accept_index, accept_num = tree_ops.verify_greedy(
-            kernels, candidates, links, post.to(device), depths)
+            kernels, candidates, links, post.to(device), depths
+        )
         width = budget + 1
         for b, tree in enumerate(ours):
             path, bonus = oracle.follow_verified_tree(tree, post[b])
@@ -131,7 +156,8 @@ def check_verify(kernels, oracle, device, quick) -> dict:
     _, bad_index, bad_num = tree_ops.verify_greedy(kernels, candidates, links, shifted, depths)
     caught = any(
         int(bad_num[b]) != len(oracle.follow_verified_tree(t, post[b])[0]) - 1
-        for b, t in enumerate(ours))
+        for b, t in enumerate(ours)
+    )
     return _record("verify_greedy", started, ok, caught, cases, accept_lengths=accepted)
 
 
@@ -155,10 +181,17 @@ def check_attention(kernels, oracle, device, quick) -> dict:
     flat_mask = torch.cat(masks).to(device)
     if kernels.spec_tree is not None:  # the mask from sglang's own kernel, checked equal
         lens = torch.tensor(prefix, dtype=torch.long, device=device)
-        layouts = [uno_layout_from_tree(t.node_token_ids.tolist(), t.parents, budget, depths) for t in ours]
-        links = tree_ops.build_tree_links(kernels, torch.stack([x[2] for x in layouts]).to(device),
-                                          torch.stack([x[1] for x in layouts]).to(device), lens,
-                                          budget, depths)  # fmt: skip
+        layouts = [
+            uno_layout_from_tree(t.node_token_ids.tolist(), t.parents, budget, depths) for t in ours
+        ]
+        links = tree_ops.build_tree_links(
+            kernels,
+            torch.stack([x[2] for x in layouts]).to(device),
+            torch.stack([x[1] for x in layouts]).to(device),
+            lens,
+            budget,
+            depths,
+        )
         assert torch.equal(links.mask, flat_mask), "build_tree's mask is not our compile's"
         flat_mask = links.mask
     pool = sum(prefix) + 16
@@ -183,15 +216,24 @@ def check_attention(kernels, oracle, device, quick) -> dict:
             outs.append(tree_ops.dense_attention(q[rows], keys, values, visible))
         return torch.cat(outs)
 
-    got = tree_ops.extend_attention(kernels, q, k, v, k_buffer, v_buffer, prefix_slots,
-                                    [width] * batch, flat_mask)  # fmt: skip
+    got = tree_ops.extend_attention(
+        kernels, q, k, v, k_buffer, v_buffer, prefix_slots, [width] * batch, flat_mask
+    )
     error = float((got - reference(False)).abs().max())
-    causal = tree_ops.extend_attention(kernels, q, k, v, k_buffer, v_buffer, prefix_slots,
-                                       [width] * batch, None)  # fmt: skip
+    causal = tree_ops.extend_attention(
+        kernels, q, k, v, k_buffer, v_buffer, prefix_slots, [width] * batch, None
+    )
     control_error = float((causal - reference(False)).abs().max())
     tolerance = 2e-3 if device == "cuda" else 1e-5  # tf32 dots on a GPU
-    return _record("attention", started, error < tolerance, control_error > 100 * tolerance,
-                   batch, max_abs_error=error, dropped_mask_error=control_error)  # fmt: skip
+    return _record(
+        "attention",
+        started,
+        error < tolerance,
+        control_error > 100 * tolerance,
+        batch,
+        max_abs_error=error,
+        dropped_mask_error=control_error,
+    )
 
 
 def check_accepted_kv(kernels, oracle, device, quick) -> dict:

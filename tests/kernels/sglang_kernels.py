@@ -67,7 +67,9 @@ def load_kernels() -> Kernels:
 
     version = getattr(sglang, "__version__", "")
     if importlib.util.find_spec("sglang.kernels") is None:
-        attention = importlib.import_module("sglang.srt.layers.attention.triton_ops.extend_attention")
+        attention = importlib.import_module(
+            "sglang.srt.layers.attention.triton_ops.extend_attention"
+        )
         return Kernels(version=version, extend_attention_fwd=attention.extend_attention_fwd)
     standin = install_flashinfer_standin()
     attention = importlib.import_module("sglang.kernels.ops.attention.extend_attention")

@@ -22,7 +22,14 @@ from tests.support import REPO, load_module, utils_file
 
 pytestmark = pytest.mark.kernels
 KERNEL_DIR = REPO / "tests" / "kernels"
-CHECKS = ["tree_equality", "tree_links", "verify_greedy", "attention", "accepted_kv_slots", "toy_decode"]
+CHECKS = [
+    "tree_equality",
+    "tree_links",
+    "verify_greedy",
+    "attention",
+    "accepted_kv_slots",
+    "toy_decode",
+]
 
 
 def kernel_env(version: str) -> tuple[Path, dict[str, str]]:
@@ -34,16 +41,21 @@ def kernel_env(version: str) -> tuple[Path, dict[str, str]]:
     except Exception as error:  # no cache and no index: nothing to run the kernels with
         pytest.skip(f"sandbox base env for sglang {version} unavailable: {error}")
     paths = [str(p) for p in (base.overlay_dir, base.sglang_dir) if p]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "PYTHONWARNINGS": "ignore",
-           "TRITON_INTERPRET": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "PYTHONWARNINGS": "ignore",
+        "TRITON_INTERPRET": "1",
+    }
     return base.python, env
 
 
 def run_lines(version: str, *args: str, expect_rc: int = 0) -> dict[str, dict]:
     """Run a script with the kernel env; return its JSON lines by check name."""
     python, env = kernel_env(version)
-    proc = subprocess.run([str(python), *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=900)  # fmt: skip
+    proc = subprocess.run(
+        [str(python), *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=900
+    )
     assert proc.returncode == expect_rc, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return {f"{r['check']}{r.get('budget', '')}": r for r in lines}
@@ -79,8 +91,14 @@ def test_self_test_times_both_builders(self_test) -> None:
 
 def test_gpu_check_refuses_without_cuda() -> None:
     python, env = kernel_env("0.5.23")
-    proc = subprocess.run([str(python), "bench/gpu_check.py"], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [str(python), "bench/gpu_check.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 2 and "needs CUDA" in proc.stderr and not proc.stdout
 
 
@@ -104,7 +122,8 @@ def test_mapping_round_trips_our_trees(seed: int) -> None:
     logits = torch.randn(5, 30, generator=gen) * 2.0
     tree = FAST.build_ddtree_tree_from_logits(logits, 25)
     tokens, edges, parent_list = MAPPING.uno_layout_from_tree(
-        tree.node_token_ids.tolist(), tree.parents, 25, 5)
+        tree.node_token_ids.tolist(), tree.parents, 25, 5
+    )
     back = MAPPING.tree_from_uno_row(tokens, edges, 25)
     assert back.parents == tree.parents and back.depths == tree.depths.tolist()
     assert back.node_tokens == tree.node_token_ids.tolist()

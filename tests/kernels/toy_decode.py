@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 import torch
-
 import tree_ops
 
 VOCAB, HEADS, HEAD_DIM, MAX_POS = 32, 2, 16, 256
@@ -50,8 +49,12 @@ class ToyTarget:
         for _ in range(new_tokens):
             ids = torch.tensor(tokens, device=self.embed.device)
             x, q, k, v = self.qkv(ids, torch.arange(len(tokens), device=ids.device))
-            causal = torch.ones(len(tokens), len(tokens), dtype=torch.bool, device=ids.device).tril()
-            tokens.append(int(self.logits(x, tree_ops.dense_attention(q, k, v, causal))[-1].argmax()))
+            causal = torch.ones(
+                len(tokens), len(tokens), dtype=torch.bool, device=ids.device
+            ).tril()
+            tokens.append(
+                int(self.logits(x, tree_ops.dense_attention(q, k, v, causal))[-1].argmax())
+            )
         return tokens[len(prompt) :]
 
 
@@ -68,8 +71,9 @@ def oracle_logits(gen, truth: list[list[int]], depths: int) -> torch.Tensor:
     return logits
 
 
-def speculative_decode(kernels, target, prompts, new_tokens, depths, budget, device,
-                       position_shift=0, seed=0):  # fmt: skip
+def speculative_decode(
+    kernels, target, prompts, new_tokens, depths, budget, device, position_shift=0, seed=0
+):
     """Return (per-request tokens, mean accept length) decoded through the kernels."""
     gen = torch.Generator().manual_seed(seed)
     refs = [target.greedy(p, new_tokens + depths + 1) for p in prompts]
@@ -81,25 +85,38 @@ def speculative_decode(kernels, target, prompts, new_tokens, depths, budget, dev
     req_to_token, committed = [], [list(p) for p in prompts]
     for prompt in prompts:
         slots = torch.tensor([next(free) for _ in prompt[:-1]], device=device)
-        _, _, k, v = target.qkv(torch.tensor(prompt[:-1], device=device), torch.arange(len(prompt) - 1, device=device))
+        _, _, k, v = target.qkv(
+            torch.tensor(prompt[:-1], device=device), torch.arange(len(prompt) - 1, device=device)
+        )
         pool_k[slots], pool_v[slots] = k, v
         req_to_token.append(slots)
     steps = accepted = 0
     while min(len(c) - len(p) for c, p in zip(committed, prompts, strict=True)) < new_tokens:
         truth = [refs[b][len(committed[b]) - len(prompts[b]) :] for b in range(batch)]
         roots = torch.tensor([c[-1] for c in committed], device=device)
-        proposal, _ = tree_ops.build_uno(kernels, roots, oracle_logits(gen, truth, depths).to(device), budget, top_k)
+        proposal, _ = tree_ops.build_uno(
+            kernels, roots, oracle_logits(gen, truth, depths).to(device), budget, top_k
+        )
         seq_lens = [int(s.numel()) for s in req_to_token]
-        links = tree_ops.build_tree_links(kernels, proposal.parent_list, proposal.top_scores_index,
-                                          torch.tensor(seq_lens, device=device), top_k, depths)  # fmt: skip
+        links = tree_ops.build_tree_links(
+            kernels,
+            proposal.parent_list,
+            proposal.top_scores_index,
+            torch.tensor(seq_lens, device=device),
+            top_k,
+            depths,
+        )
         candidates = torch.cat([roots[:, None], proposal.draft_tokens], 1)
         x, q, k, v = target.qkv(candidates.flatten(), links.positions + position_shift)
         out_cache_loc = torch.tensor([next(free) for _ in range(batch * width)], device=device)
         pool_k[out_cache_loc], pool_v[out_cache_loc] = k, v
-        attended = tree_ops.extend_attention(kernels, q, k, v, pool_k, pool_v, req_to_token,
-                                             [width] * batch, links.mask)  # fmt: skip
+        attended = tree_ops.extend_attention(
+            kernels, q, k, v, pool_k, pool_v, req_to_token, [width] * batch, links.mask
+        )
         target_predict = target.logits(x, attended).argmax(-1).view(batch, width)
-        predicts, accept_index, accept_num = tree_ops.verify_greedy(kernels, candidates, links, target_predict, depths)
+        predicts, accept_index, accept_num = tree_ops.verify_greedy(
+            kernels, candidates, links, target_predict, depths
+        )
         kept = int(accept_num.sum()) + batch
         slots = torch.full((kept,), -1, dtype=out_cache_loc.dtype, device=device)
         flat = accept_index.flatten()
@@ -124,19 +141,34 @@ def check_toy_decode(kernels, oracle, device, quick) -> dict:
     started = time.perf_counter()
     target = ToyTarget(21, device)
     gen = torch.Generator().manual_seed(22)
-    prompts = [torch.randint(0, VOCAB, (int(n),), generator=gen).tolist()
-               for n in torch.randint(3, 12, (8,), generator=gen)]  # fmt: skip
+    prompts = [
+        torch.randint(0, VOCAB, (int(n),), generator=gen).tolist()
+        for n in torch.randint(3, 12, (8,), generator=gen)
+    ]
     depths, new_tokens, ok, runs = 4, 16, True, {}
     for batch in (1, 8):
         for budget in (depths, 3 * depths):
-            outs, refs, accept = speculative_decode(kernels, target, prompts[:batch], new_tokens,
-                                                    depths, budget, device)  # fmt: skip
+            outs, refs, accept = speculative_decode(
+                kernels, target, prompts[:batch], new_tokens, depths, budget, device
+            )
             ok &= outs == refs
-            runs[f"b{batch}_budget{budget}"] = {"equal": outs == refs, "accept_length": round(accept, 2)}
-    outs, refs, _ = speculative_decode(kernels, target, prompts[:1], new_tokens, depths, depths, device, 1)
-    return {"check": "toy_decode", "ok": ok and outs != refs, "agrees": ok,
-            "control_caught": outs != refs, "cases": len(runs), "new_tokens": new_tokens,
-            "seconds": round(time.perf_counter() - started, 3), "runs": runs}  # fmt: skip
+            runs[f"b{batch}_budget{budget}"] = {
+                "equal": outs == refs,
+                "accept_length": round(accept, 2),
+            }
+    outs, refs, _ = speculative_decode(
+        kernels, target, prompts[:1], new_tokens, depths, depths, device, 1
+    )
+    return {
+        "check": "toy_decode",
+        "ok": ok and outs != refs,
+        "agrees": ok,
+        "control_caught": outs != refs,
+        "cases": len(runs),
+        "new_tokens": new_tokens,
+        "seconds": round(time.perf_counter() - started, 3),
+        "runs": runs,
+    }
 
 
 CHECKS = {"toy_decode": check_toy_decode}

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
 from sglang_kernels import Kernels, as_kernel_input
 from uno_mapping import TreeNodes, tree_from_uno_row
 
@@ -86,11 +85,25 @@ def build_tree_links(
     mask = torch.full((size,), True, dtype=torch.bool, device=device)
     retrieve = torch.full((3, batch, width), -1, dtype=torch.long, device=device)
     positions = torch.empty(batch * width, dtype=torch.long, device=device)
-    run = spec_tree.build_tree_kernel_efficient_func if cuda_kernel else spec_tree.sgl_build_tree_kernel_triton
+    run = (
+        spec_tree.build_tree_kernel_efficient_func
+        if cuda_kernel
+        else spec_tree.sgl_build_tree_kernel_triton
+    )
     run(
-        parent_list, top_scores_index, seq_lens, mask, positions,
-        retrieve[0], retrieve[1], retrieve[2], candidate_top_k, depth, width, mode,
-    )  # fmt: skip
+        parent_list,
+        top_scores_index,
+        seq_lens,
+        mask,
+        positions,
+        retrieve[0],
+        retrieve[1],
+        retrieve[2],
+        candidate_top_k,
+        depth,
+        width,
+        mode,
+    )
     return TreeLinks(mask, positions, retrieve[0], retrieve[1], retrieve[2])
 
 
@@ -116,9 +129,15 @@ def verify_greedy(
     accept_index = torch.full((batch, max_depth + 1), -1, dtype=torch.int32, device=device)
     accept_num = torch.empty(batch, dtype=torch.int32, device=device)
     kernels.spec_tree.verify_tree_greedy_triton(
-        predicts, accept_index, accept_num, candidates, links.retrieve_index,
-        links.next_token, links.next_sibling, target_predict,
-    )  # fmt: skip
+        predicts,
+        accept_index,
+        accept_num,
+        candidates,
+        links.retrieve_index,
+        links.next_token,
+        links.next_sibling,
+        target_predict,
+    )
     return predicts, accept_index, accept_num
 
 
@@ -164,9 +183,22 @@ def extend_attention(
     mask_indptr[1:] = torch.cumsum(torch.tensor(sizes, device=device), 0)
     out = torch.empty_like(q)
     kernels.extend_attention_fwd(
-        q, k, v, out, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
-        custom_mask, custom_mask is None, mask_indptr, max(extend_lens), 1.0, 1.0,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        out,
+        k_buffer,
+        v_buffer,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        custom_mask,
+        custom_mask is None,
+        mask_indptr,
+        max(extend_lens),
+        1.0,
+        1.0,
+    )
     return out
 
 
