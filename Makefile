@@ -3,7 +3,7 @@ PYTHON ?= python3
 SANDBOX ?= /tmp/ddtree-deploy-sandbox
 export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
 
-.PHONY: install install-py coverage deps demo demo-down test test-fast test-serving lint bench soak faults clean
+.PHONY: install install-py coverage deps demo demo-down test test-fast test-serving lint bench soak faults clean gpu-check
 
 install: deps install-py  ## openssh-server, then the tool, its test deps and the sandbox
 
@@ -28,6 +28,9 @@ test-serving: install  ## DDTree on real sglang servers: lossless gate, flags, e
 
 test-fast: install-py  ## unit tests, the agent's ops on a temp dir and the pipeline's decisions: no root, no sshd
 	$(PYTHON) -m pytest -q -m "not slow and not hosts"
+
+gpu-check:  ## SGLang 0.5.23's tree kernels vs DDTree on CUDA + timings (needs torch, triton, sglang 0.5.23; < 10 min)
+	$(PYTHON) bench/gpu_check.py $(GPU_CHECK_ARGS)
 
 coverage: install-py  ## line coverage of agent/ and pipeline/ under test-fast (MARKS="not slow" for make test's set)
 	rm -rf .coverage-data && mkdir -p .coverage-data
