@@ -14,6 +14,12 @@ the push's local gate accepts it; only a gate that watches real decoding can cat
 - ``kv``: the kept KV slots are off by one verify row, so the cache of the committed path
   holds its neighbours' keys and values (lossless check must fail).
 - ``crash``: the worker raises while starting (health must fail).
+
+``V2_VARIANTS`` do the same to ddtree 2.1.0 (sglang 0.5.23, DDTreeWorkerV2):
+
+- ``mask``: the tree mask becomes a causal one over the verify slots (lossless must fail).
+- ``kv``: the accepted path's KV is left where verify wrote it, not moved to the window's
+  front, so later steps attend to the wrong slots (lossless must fail).
 """
 
 from __future__ import annotations
@@ -70,15 +76,37 @@ VARIANTS: dict[str, BrokenVariant] = {
 }
 
 
-def build_broken_patchset(source: Path, out_base: Path, variant: str) -> str:
-    """Copy ddtree 1.1.0 at ``source`` to ``out_base/ddtree/<version>`` with one bug, lock it.
+V2_WORKER = f"{SPECULATIVE}/ddtree_worker_v2.py"
+V2_VARIANTS: dict[str, BrokenVariant] = {
+    "mask": BrokenVariant(
+        "2.1.1",
+        V2_WORKER,
+        "build_ddtree_custom_mask(step.layout.tree_mask,",
+        "build_ddtree_custom_mask(torch.ones_like(step.layout.tree_mask).tril(),",
+        "tree mask dropped: verify runs causal",
+    ),
+    "kv": BrokenVariant(
+        "2.1.2",
+        V2_WORKER,
+        "accepted = (local[:, 1:] >= 0).sum(dim=1)",
+        "accepted = (local[:, 1:] >= 0).sum(dim=1) * 0",
+        "the accepted path's KV is not moved to the window's front",
+    ),
+}
+
+
+def build_broken_patchset(
+    source: Path, out_base: Path, variant: str, variants: dict[str, BrokenVariant] = VARIANTS
+) -> str:
+    """Copy the ddtree version at ``source`` (1.1.0, or 2.1.0 with ``V2_VARIANTS``) to
+    ``out_base/ddtree/<version>`` with one bug, lock it.
 
     Returns the ref (``ddtree@1.1.x``). Raises ValueError when the text to break is not in
     the source (the variant no longer matches the code it was written against).
     """
     from ddtree_deploy.patchset import load_patchset, write_lock
 
-    bug = VARIANTS[variant]
+    bug = variants[variant]
     root = copy_with_edits(source, out_base, bug.version, [(bug.rel, bug.old, bug.new)], variant)
     write_lock(load_patchset(root))
     return f"ddtree@{bug.version}"
@@ -105,7 +133,8 @@ def copy_with_edits(
     copy_version(load_patchset(source), root, own_files=True, lock=False)
     spec = root / "patchset.toml"
     text = spec.read_text()
-    spec.write_text(text.replace('version = "1.1.0"', f'version = "{version}"', 1))
+    source_version = load_patchset(source).version
+    spec.write_text(text.replace(f'version = "{source_version}"', f'version = "{version}"', 1))
     for rel, old, new in edits:
         target = root / rel
         code = target.read_text()
