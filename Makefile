@@ -20,11 +20,11 @@ demo: install  ## sandbox hosts (real sshd), then push -> status -> broken push 
 demo-down:
 	$(PYTHON) -m ddtree_sandbox down --workdir $(SANDBOX)
 
-test: install lint  ## the whole suite: unit tests and real-sshd host tests
-	$(PYTHON) -m pytest -q -m "not slow" --durations=30
+test: install lint  ## the whole suite but serving_full: unit tests, real-sshd hosts, real sglang 0.5.13.post1 and 0.5.23 servers
+	$(PYTHON) -m pytest -q -m "not slow and not serving_full" --durations=30
 
-test-serving: install  ## DDTree on real sglang servers: lossless gate, flags, every negative control
-	$(PYTHON) -m pytest -q tests/serving tests/sandbox/test_cpu_fixture.py
+test-serving: install  ## DDTree on real sglang servers (0.5.13.post1 and 0.5.23): every control, serving_full included (~25 min)
+	$(PYTHON) -m pytest -q tests/serving tests/serving_v2 tests/sandbox/test_cpu_fixture.py
 
 test-fast: install-py  ## unit tests, the agent's ops on a temp dir and the pipeline's decisions: no root, no sshd
 	$(PYTHON) -m pytest -q -m "not slow and not hosts"

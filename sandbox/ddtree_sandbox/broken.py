@@ -133,7 +133,7 @@ def copy_with_edits(
     copy_version(load_patchset(source), root, own_files=True, lock=False)
     spec = root / "patchset.toml"
     text = spec.read_text()
-    source_version = load_patchset(source).version
+    source_version = load_patchset(source).spec.version
     spec.write_text(text.replace(f'version = "{source_version}"', f'version = "{version}"', 1))
     for rel, old, new in edits:
         target = root / rel

@@ -21,9 +21,10 @@ Blockers met on a CPU-only machine, in order, each fixed by one ``adapt_*`` func
 7. torch_native's TARGET_VERIFY lacks extend lengths and ignores the tree mask (as in
    0.5.13.post1; the same masked-SDPA body serves both).
 
-The tree ops (``build_tree_kernel_efficient_cpu``, ``verify_tree_greedy_cpu``) follow the
-Triton kernels of ``sglang/kernels/ops/speculative/spec_tree.py``; tests/kernels checks them
-against those kernels under ``TRITON_INTERPRET=1``.
+EAGLE's tree ops (``build_tree_kernel_efficient_cpu``, ``verify_tree_greedy_cpu``) get no torch
+body: ddtree 2.1.0 builds, masks and walks its trees with its own code, and a CPU run of EAGLE
+trees must fail loudly rather than verify nothing (tests/kernels proves sglang's Triton tree
+kernels equal to ddtree's own on CPU instead).
 
 Stdlib only at import time.
 """
@@ -123,137 +124,12 @@ def fill_accept_out_cache_loc_cpu(
     accept_out_cache_loc[: kept.numel()] = out_cache_loc[kept].to(accept_out_cache_loc.dtype)
 
 
-def tree_parents(chosen: list[int], parent_row: list[int], topk: int) -> list[int | None]:
-    """Return each node's parent node (root: 0 is its own; None: lineage not found).
-
-    Node i > 0 holds candidate ``chosen[i - 1]``; its edge ``chosen[i - 1] // topk`` is 0 for a
-    child of the root, else names the parent's candidate ``parent_row[edge]``, found at the
-    first node holding it.
-    """
-    node_of: dict[int, int] = {}
-    for j, candidate in enumerate(chosen):
-        node_of.setdefault(candidate, j + 1)
-    found: list[int | None] = [0]
-    for candidate in chosen:
-        edge = candidate // topk
-        found.append(0 if edge == 0 else node_of.get(parent_row[edge]))
-    return found
-
-
-def build_tree_kernel_efficient_cpu(
-    parent_list: Any,
-    selected_index: Any,
-    verified_seq_len: Any,
-    tree_mask: Any,
-    positions: Any,
-    retrieve_index: Any,
-    retrieve_next_token: Any,
-    retrieve_next_sibling: Any,
-    topk: int,
-    depth: int,
-    draft_token_num: int,
-    tree_mask_mode: int,
-) -> None:
-    """Fill EAGLE's tree tensors from its candidate lineage, one request at a time.
-
-    Node 0 is the root (the verified token); node i > 0 is draft candidate
-    ``selected_index[b, i - 1]``, whose parent is the root when that index // topk is 0, else
-    the node holding candidate ``parent_list[b, index // topk]``. Writes: positions (prefix
-    length + depth), retrieve_index (global node ids), first-child / next-sibling links (children
-    linked in ascending node order; the caller fills both with -1), and each node's ancestor row
-    of the mask: FULL_MASK (0) rows are [prefix + n] wide (the prefix part is the caller's),
-    QLEN_ONLY (1) rows [n].
-    """
-    import torch
-
-    if int(tree_mask_mode) not in (0, 1):
-        raise NotImplementedError(f"cpu_adapt: tree mask mode {int(tree_mask_mode)}")
-    n = int(draft_token_num)
-    seq_lens = [int(x) for x in verified_seq_len.tolist()]
-    selected = selected_index.tolist()
-    parents = parent_list.reshape(len(seq_lens), -1).tolist()
-    mask = tree_mask.view(-1)
-    prefix_total = 0
-    for b, seq_len in enumerate(seq_lens):
-        parent_of = tree_parents(selected[b][: n - 1], parents[b], topk)
-        first_child = [-1] * n
-        sibling = [-1] * n
-        for node in range(n - 1, 0, -1):
-            parent = parent_of[node]
-            if parent is not None:
-                sibling[node] = first_child[parent]
-                first_child[parent] = node
-        row_width = seq_len + n if int(tree_mask_mode) == 0 else n
-        base = n * n * b + prefix_total * n if int(tree_mask_mode) == 0 else n * n * b
-        tree_offset = seq_len if int(tree_mask_mode) == 0 else 0
-        node_positions = []
-        for node in range(n):
-            row = base + row_width * node + tree_offset
-            mask[row : row + n] = False
-            mask[row] = True
-            hops, cursor = 0, node
-            while cursor not in (0, None) and hops < depth:
-                mask[row + cursor] = True
-                hops += 1
-                cursor = parent_of[cursor]
-            node_positions.append(seq_len + hops)
-        positions[b * n : (b + 1) * n] = torch.tensor(node_positions, dtype=positions.dtype)
-        retrieve_index[b] = torch.arange(b * n, (b + 1) * n, dtype=retrieve_index.dtype)
-        retrieve_next_token[b] = torch.tensor(first_child, dtype=retrieve_next_token.dtype)
-        retrieve_next_sibling[b] = torch.tensor(sibling, dtype=retrieve_next_sibling.dtype)
-        prefix_total += seq_len
-
-
-def verify_tree_greedy_cpu(
-    predicts: Any,
-    accept_index: Any,
-    accept_token_num: Any,
-    candidates: Any,
-    retrive_index: Any,
-    retrive_next_token: Any,
-    retrive_next_sibling: Any,
-    target_predict: Any,
-) -> None:
-    """Greedy tree walk: from the root, descend to the child whose token is the target's argmax.
-
-    Per request: accept_index[b] lists the accepted nodes' global ids (root first),
-    accept_token_num[b] how many drafts were accepted, and predicts[node] holds the target's
-    token at each accepted node (the last one is the bonus token).
-    """
-    targets = target_predict.reshape(-1).tolist()
-    tokens = candidates.tolist()
-    index = retrive_index.tolist()
-    first_child = retrive_next_token.tolist()
-    sibling = retrive_next_sibling.tolist()
-    steps = accept_index.shape[1]
-    flat_predicts = predicts.view(-1)
-    for b in range(candidates.shape[0]):
-        last = index[b][0]
-        accept_index[b, 0] = last
-        accepted, node = 0, 0
-        for _ in range(1, steps):
-            target = targets[last]
-            child = first_child[b][node]
-            while child != -1 and tokens[b][child] != target:
-                child = sibling[b][child]
-            if child == -1:
-                break
-            flat_predicts[last] = target
-            accepted += 1
-            accept_index[b, accepted] = index[b][child]
-            last, node = index[b][child], child
-        accept_token_num[b] = accepted
-        flat_predicts[last] = targets[last]
-
-
 CPU_OPS: dict[str, Callable[..., None]] = {
     "assign_req_to_token_pool_cpu": assign_req_to_token_pool_cpu,
     "assign_extend_cache_locs_cpu": assign_extend_cache_locs_cpu,
     "assign_draft_cache_locs_contiguous_cpu": assign_draft_cache_locs_contiguous_cpu,
     "fill_bonus_tokens_cpu": fill_bonus_tokens_cpu,
     "fill_accept_out_cache_loc_cpu": fill_accept_out_cache_loc_cpu,
-    "build_tree_kernel_efficient_cpu": build_tree_kernel_efficient_cpu,
-    "verify_tree_greedy_cpu": verify_tree_greedy_cpu,
 }
 
 

@@ -1,0 +1,38 @@
+"""The 0.5.23 real-server sandbox the tests in tests/serving_v2 share (package scope)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddtree_sandbox.broken import V2_VARIANTS, build_broken_patchset
+from tests.serving.serving import Serving
+from tests.support import REPO, copy_patchset
+
+DDTREE_210 = REPO / "patchsets" / "ddtree" / "2.1.0"
+
+
+@pytest.fixture(scope="package")
+def serving_v2(tmp_path_factory):
+    """Two real sglang 0.5.23 hosts serving DFLASH with the overlap scheduler (host0 the
+    target, host1 the control target) and the patchsets: ddtree 2.1.0, its broken variants."""
+    from ddtree_sandbox import start_sandbox
+
+    workdir = tmp_path_factory.mktemp("serving-v2")
+    sandbox = start_sandbox(
+        workdir / "sandbox",
+        2,
+        sglang_version="0.5.23",
+        first_octet=None,
+        service="sglang",
+        models=["target", "control"],
+    )
+    patchsets = workdir / "patchsets"
+    copy_patchset(DDTREE_210, patchsets / "ddtree" / "2.1.0")
+    for variant in V2_VARIANTS:
+        build_broken_patchset(DDTREE_210, patchsets, variant, V2_VARIANTS)
+    state = Serving(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
+    for host in sandbox.hosts:
+        state.pristine_serve[host.name] = state.serve_file(host.name)
+        state.pristine_tree[host.name] = host.tree_digest()
+    yield state
+    sandbox.stop()

@@ -1,0 +1,117 @@
+"""ddtree 2.1.0 (DDTreeWorkerV2) on REAL sglang 0.5.23 servers: lossless, trees accepted,
+negative controls that must fail and roll back.
+
+Host tests: two real sshd sandbox hosts with the real sglang 0.5.23 and a real
+`python -m sglang.launch_server` (CPU, fp32, the tiny models of sandbox/make_models.py), first
+serving DFLASH on DFlashWorkerV2 with the overlap scheduler on. host0 serves the target, host1
+the control target (zero LM head: every draft is right). The tests run in order on the same
+hosts (conftest.py); each one leaves them as it found them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from ddtree_sandbox.broken import V2_VARIANTS
+from ddtree_sandbox.hosts import SERVICE_PORT
+from ddtree_sandbox.inventory_file import render_toml
+from tests.serving.serving import checks, get_json, listener_cmdline, server_suites, summary
+from tests.serving.test_real_server import accept_length
+
+pytestmark = pytest.mark.hosts
+
+LOSSLESS = ("reference", "lossless_sequential", "lossless_concurrent", "acceptance")
+
+
+def server_log(serving_v2, name: str) -> str:
+    log = serving_v2.host(name).service_dir_on_disk / "server.log"
+    return log.read_text(errors="replace")
+
+
+def assert_pristine(serving_v2, name: str) -> None:
+    host = serving_v2.host(name)
+    assert serving_v2.serve_file(name) == serving_v2.pristine_serve[name]
+    assert host.tree_digest() == serving_v2.pristine_tree[name]
+    assert get_json(host, "/server_info")["speculative_algorithm"] == "DFLASH"
+
+
+def test_pristine_0523_hosts_serve_dflash_v2_with_overlap_and_pass_the_gate(serving_v2):
+    for host in serving_v2.sandbox.hosts:
+        cmdline = listener_cmdline(host.address, SERVICE_PORT)
+        assert "-m sglang.launch_server" in cmdline and "DFLASH" in cmdline, cmdline
+        assert "--disable-overlap-schedule" not in cmdline
+        assert get_json(host, "/server_info")["version"] == "0.5.23"
+    done = serving_v2.cli(
+        "smoke", "--all", "-p", "ddtree@2.1.0", "--suite", "server", "--json",
+        expected_algorithm="DFLASH",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    for name, suite in server_suites(done.stdout, "smoke").items():
+        found = checks(suite)
+        assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
+
+
+def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(serving_v2):
+    """Pristine DFLASH -> push ddtree 2.1.0 -> DDTREE on DDTreeWorkerV2, overlap on,
+    lossless one at a time and 8 in flight; the control target accepts whole trees ->
+    rollback -> DFLASH with its old flags, byte for byte."""
+    pushed = serving_v2.cli("push", "--all", "-p", "ddtree@2.1.0", "--json")
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    suites = server_suites(pushed.stdout)
+    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
+    for name, suite in suites.items():
+        found = checks(suite)
+        assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
+        assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0]
+        host = serving_v2.host(name)
+        info = get_json(host, "/server_info")
+        assert info["speculative_algorithm"] == "DDTREE"
+        assert info["speculative_ddtree_budget"] == 3
+        assert "--disable-overlap-schedule" not in listener_cmdline(host.address, SERVICE_PORT)
+        line = "DDTREE: draft block 4, tree budget 3, verify width 4 (DFlashWorkerV2, "
+        assert line + "overlap scheduling on)" in server_log(serving_v2, name)
+    # Always-right drafts: each step accepts the tree's 3 nodes (a path of depth 3) + bonus.
+    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
+
+    back = serving_v2.cli("rollback", "--all", "--json")
+    assert back.returncode == 0, back.stderr[-3000:]
+    for host in serving_v2.sandbox.hosts:
+        assert_pristine(serving_v2, host.name)
+
+
+@pytest.mark.parametrize("variant", ["mask", "kv"])
+def test_a_lossy_210_fails_the_lossless_gate_and_rolls_back(serving_v2, variant):
+    """A 2.1.0 bug that imports, starts and serves but changes the output: the tree mask
+    dropped, or the accepted path's KV left where verify wrote it (caught only because
+    trees get accepted off the chain: a chain's path is at the window's front already)."""
+    bug = V2_VARIANTS[variant]
+    pushed = serving_v2.cli("push", "-H", "host0", "-p", f"ddtree@{bug.version}", "--json")
+    if pushed.returncode == 0:  # the gate missed it: put the host back for the next tests
+        serving_v2.cli("rollback", "-H", "host0")
+    assert pushed.returncode == 1, pushed.stderr[-4000:]
+    message = summary(pushed.stdout)["host0"]["message"]
+    assert "lossless" in message and "first difference at token" in message, message
+    assert_pristine(serving_v2, "host0")
+
+
+@pytest.mark.serving_full
+def test_push_210_with_the_overlap_scheduler_off_is_lossless_too(serving_v2):
+    data = tomllib.loads(serving_v2.sandbox.inventory_path.read_text())
+    data["hosts"]["host0"]["serve"]["args"] += ["--disable-overlap-schedule"]
+    inventory = serving_v2.workdir / "inventory-no-overlap.toml"
+    inventory.write_text(render_toml(data))
+    from tests.support import run_cli
+
+    pushed = run_cli(
+        "push", "-H", "host0", "-p", "ddtree@2.1.0", "--json", "-i", str(inventory),
+        "--patchsets-dir", str(serving_v2.patchsets), timeout=900,
+    )  # fmt: skip
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    found = checks(server_suites(pushed.stdout)["host0"])
+    assert all(found[c]["passed"] for c in LOSSLESS), found
+    assert "overlap scheduling off)" in server_log(serving_v2, "host0")
+    back = run_cli("rollback", "-H", "host0", "-i", str(inventory), timeout=900)
+    assert back.returncode == 0, back.stderr[-3000:]
+    assert_pristine(serving_v2, "host0")
