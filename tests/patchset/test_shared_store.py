@@ -65,13 +65,13 @@ def test_migration_kept_every_lock_byte_identical() -> None:
 def test_each_shared_file_is_kept_once() -> None:
     """No two versions hold the same source bytes in their own folders (dedupe finds nothing),
     and every version's ddtree_utils.py resolves to the one blob."""
-    versions = [load_patchset(DDTREE / v) for v in (*LOCK_SHA256, "1.1.9", "1.1.10", "2.0.1")]
+    versions = [load_patchset(DDTREE / v) for v in (*LOCK_SHA256, "1.1.9", "1.1.10", "2.0.1", "2.1.0")]
     assert plan_dedupe(versions).moves == ()
     assert {patchset_file(DDTREE / v) for v in LOCK_SHA256} == {
         blob_path(DDTREE / "1.0.0", UTILS_SHA)
     }
     assert patchset_file(DDTREE / "1.0.0", SPEC_INFO) == patchset_file(DDTREE / "1.1.0", SPEC_INFO)
-    assert {patchset_file(DDTREE / v) for v in ("1.1.9", "1.1.10", "2.0.1")} == {
+    assert {patchset_file(DDTREE / v) for v in ("1.1.9", "1.1.10", "2.0.1", "2.1.0")} == {
         blob_path(DDTREE / "1.0.0", FAST_UTILS_SHA)
     }
 
@@ -79,13 +79,13 @@ def test_each_shared_file_is_kept_once() -> None:
 def test_newer_version_changing_a_shared_file_cannot_change_released_locks(
     tmp_path: Path,
 ) -> None:
-    """2.1.0 changes the shared ddtree_utils.py: it gets a new blob; 1.0.0, 1.1.0 and 2.0.0
+    """2.9.0 changes the shared ddtree_utils.py: it gets a new blob; 1.0.0, 1.1.0 and 2.0.0
     keep their locks byte for byte and still verify against their wheels."""
     ddtree = copy_tree(tmp_path)
-    new = copy_version(load_patchset(ddtree / "2.0.0"), ddtree / "2.1.0", lock=False)
+    new = copy_version(load_patchset(ddtree / "2.0.0"), ddtree / "2.9.0", lock=False)
     spec = new / "patchset.toml"
-    spec.write_text(spec.read_text().replace('version = "2.0.0"', 'version = "2.1.0"', 1))
-    edited = blob_path(ddtree / "2.0.0", UTILS_SHA).read_bytes() + b"\n# changed for 2.1.0\n"
+    spec.write_text(spec.read_text().replace('version = "2.0.0"', 'version = "2.9.0"', 1))
+    edited = blob_path(ddtree / "2.0.0", UTILS_SHA).read_bytes() + b"\n# changed for 2.9.0\n"
     local = new / "files/sglang/srt/speculative/ddtree_utils.py"
     local.parent.mkdir(parents=True, exist_ok=True)
     local.write_bytes(edited)  # authoring: edit in place; the local copy wins
