@@ -31,6 +31,7 @@ def serving_v2(tmp_path_factory):
     for variant in V2_VARIANTS:
         build_broken_patchset(DDTREE_210, patchsets, variant, V2_VARIANTS)
     state = Serving(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
+    state.dflash_accept = {}  # host -> DFLASH's accept length on the gate's prompts
     for host in sandbox.hosts:
         state.pristine_serve[host.name] = state.serve_file(host.name)
         state.pristine_tree[host.name] = host.tree_digest()

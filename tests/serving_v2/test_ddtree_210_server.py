@@ -51,11 +51,13 @@ def test_pristine_0523_hosts_serve_dflash_v2_with_overlap_and_pass_the_gate(serv
     for name, suite in server_suites(done.stdout, "smoke").items():
         found = checks(suite)
         assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
+        serving_v2.dflash_accept[name] = accept_length(found["acceptance"])
 
 
 def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(serving_v2):
-    """Pristine DFLASH -> push ddtree 2.1.0 -> DDTREE on DDTreeWorkerV2, overlap on,
-    lossless one at a time and 8 in flight; the control target accepts whole trees ->
+    """Pristine DFLASH -> push ddtree 2.1.0 -> DDTREE on DDTreeWorkerV2 (budget 8: 9 verify
+    slots on a 4-token draft block), overlap on, lossless one at a time and 8 in flight, fewer
+    verify steps than DFLASH on the target, whole paths accepted on the control target ->
     rollback -> DFLASH with its old flags, byte for byte."""
     pushed = serving_v2.cli("push", "--all", "-p", "ddtree@2.1.0", "--json")
     assert pushed.returncode == 0, pushed.stderr[-4000:]
@@ -68,11 +70,14 @@ def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(s
         host = serving_v2.host(name)
         info = get_json(host, "/server_info")
         assert info["speculative_algorithm"] == "DDTREE"
-        assert info["speculative_ddtree_budget"] == 3
+        assert info["speculative_ddtree_budget"] == 8
         assert "--disable-overlap-schedule" not in listener_cmdline(host.address, SERVICE_PORT)
-        line = "DDTREE: draft block 4, tree budget 3, verify width 4 (DFlashWorkerV2, "
+        line = "DDTREE: draft block 4, tree budget 8, verify width 9 (DFlashWorkerV2, "
         assert line + "overlap scheduling on)" in server_log(serving_v2, name)
-    # Always-right drafts: each step accepts the tree's 3 nodes (a path of depth 3) + bonus.
+    # The same prompts need fewer verify steps with a tree than with DFLASH's chain.
+    ddtree = accept_length(checks(suites["host0"])["acceptance"])
+    assert ddtree > serving_v2.dflash_accept["host0"], (ddtree, serving_v2.dflash_accept)
+    # Always-right drafts: each step accepts a path of depth 3 (the block's limit) + bonus.
     assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
 
     back = serving_v2.cli("rollback", "--all", "--json")

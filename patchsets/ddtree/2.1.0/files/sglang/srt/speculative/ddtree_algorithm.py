@@ -6,8 +6,8 @@ worker. `DDTreeSpecAlgo` therefore answers every `is_*()` / `supports_*()`
 question the way the builtin DFLASH does, plus `is_ddtree()`.
 
 ddtree 2.1.0: `create_worker` returns `DDTreeWorkerV2` (ddtree_worker_v2.py), a
-DFlashWorkerV2 that verifies a DDTree of `--speculative-ddtree-budget` nodes in
-the draft block's slots. Server-arg handling is not here: a registered algorithm's
+DFlashWorkerV2 that verifies a DDTree of `--speculative-ddtree-budget` nodes
+(`max(block, budget + 1)` verify slots per request, the width declared here). Server-arg handling is not here: a registered algorithm's
 `handle_server_args` only sees a write-recording stand-in, so the arg-group hook
 applies DFLASH's handler for DDTREE; the worker refuses what it cannot run.
 
@@ -39,7 +39,6 @@ DFLASH_BEHAVIOUR = (
     "has_draft_kv",
     "carries_draft_hidden_states",
     "need_topk",
-    "resolve_max_speculative_num_draft_tokens",
     "get_num_tokens_per_req_for_target_verify",
     "build_disagg_draft_input",
     "create_future_map",
@@ -62,6 +61,20 @@ class DDTreeSpecAlgo(CustomSpecAlgo):
 
     def is_ddtree(self) -> bool:
         return True
+
+    def resolve_max_speculative_num_draft_tokens(self, server_args: ServerArgs) -> int | None:
+        """The verify width: root + budget when wider than the DFlash block (else the block).
+
+        The scheduler reserves this many KV slots per request and decode step, and sizes
+        req_to_token rows and the KV pool's tail with it.
+        """
+        from sglang.srt.arg_groups.overrides import resolving_view
+
+        cfg = resolving_view(server_args)
+        block, budget = cfg.speculative_num_draft_tokens, cfg.speculative_ddtree_budget
+        if block is None or budget is None:
+            return block
+        return max(int(block), int(budget) + 1)
 
     def create_worker(self, server_args: ServerArgs) -> type:
         """Return DDTreeWorkerV2; an out-of-tree platform's DFLASH worker verifies no tree."""

@@ -15,10 +15,12 @@ One decode step, everything else as DFLASH does it:
    front of each request's verify window, where DFLASH's chain code (draft-KV append, logprobs,
    next frontier) reads them.
 
-Stage 1 of 2.1.0: the verify width is the draft block (``budget + 1 == block size``), so the
-scheduler's KV reservation, CUDA-graph widths and the draft KV window are DFLASH's own. Wider
-trees are refused at start. The tree is built on the host (one device-to-host copy per step);
-sglang's own device builder (``uno_tree``) is the planned replacement once proved equal.
+Verify width ``W = max(block, budget + 1)``: DDTreeSpecAlgo declares it as the maximum draft
+token count, so the scheduler reserves W KV slots per request and step (dflash_info_v2 reads
+that maximum); the draft still writes only its block's columns of the W-wide window, and the
+committed path (at most block - 1 deep) is what the draft KV receives. The tree is built on the
+host (one device-to-host copy per step); sglang's own device builder (``uno_tree``) is the
+planned replacement once proved equal on a GPU.
 
 Greedy output is token-identical to the target's own greedy decoding (fp32; tested on a real
 CPU server in the ddtree-deploy sandbox).
@@ -43,6 +45,7 @@ from sglang.srt.speculative.ddtree_worker_utils import (
     pack_ddtree_verify_batch,
     sample_ddtree_posterior,
 )
+from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_utils import move_accept_tokens_to_target_kvcache
 
@@ -70,17 +73,21 @@ def find_ddtree_v2_errors(
     attention_backend: str | None,
     device: str,
     cuda_graphs: bool,
+    compact_draft_cache: bool,
     uses_selector: bool,
     uses_lilicorr: bool,
     uses_domino: bool,
 ) -> list[str]:
     """Return every start-up refusal for this configuration (empty: DDTREE can run)."""
     errors = []
-    if budget + 1 != block_size:
+    if budget < 1:
+        errors.append(f"--speculative-ddtree-budget {budget}: must be >= 1")
+    if budget + 1 > block_size and compact_draft_cache:
         errors.append(
-            f"--speculative-ddtree-budget {budget} gives a verify width of {budget + 1}, but "
-            f"ddtree 2.1.0 verifies exactly one draft block of {block_size} slots: use "
-            f"--speculative-ddtree-budget {block_size - 1} (wider trees are not supported yet)"
+            f"--speculative-ddtree-budget {budget} verifies {budget + 1} slots, wider than "
+            f"the draft block ({block_size}), which a windowed draft KV "
+            "(--speculative-draft-window-size) cannot follow: use a budget <= "
+            f"{block_size - 1} or no draft window"
         )
     if tp_size != 1:
         errors.append(f"--tp-size {tp_size}: DDTREE builds trees from one rank's full logits")
@@ -127,6 +134,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             attention_backend=server_args.attention_backend,
             device=str(server_args.device),
             cuda_graphs=not server_args.disable_cuda_graph,
+            compact_draft_cache=bool(self.use_compact_draft_cache),
             uses_selector=self.selector is not None,
             uses_lilicorr=self.lilicorr is not None,
             uses_domino=bool(self._is_domino),
@@ -139,8 +147,34 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             "overlap scheduling %s)",
             int(self.block_size),
             self.ddtree_budget,
-            self.ddtree_budget + 1,
+            self.verify_width,
             "off" if server_args.disable_overlap_schedule else "on",
+        )
+
+    @property
+    def verify_width(self) -> int:
+        """Verify slots per request: the root + the budget, at least the draft block."""
+        return max(int(self.block_size), self.ddtree_budget + 1)
+
+    def _verify_window_locs(
+        self, batch: Any, prefix_lens: torch.Tensor, block_locs_2d: torch.Tensor
+    ) -> torch.Tensor:
+        """The verify window's KV slots: the block's, or ``verify_width`` from the prefix on.
+
+        The scheduler reserved them (DDTreeSpecAlgo declares the width as the maximum draft
+        token count), so they are the request's next ``req_to_token`` entries.
+        """
+        width = self.verify_width
+        if width == int(self.block_size):
+            return block_locs_2d.reshape(-1)
+        return assign_extend_cache_locs_func(
+            req_pool_indices=batch.req_pool_indices,
+            req_to_token=self.model_runner.req_to_token_pool.req_to_token,
+            start_offset=prefix_lens,
+            end_offset=prefix_lens + width,
+            batch_size=int(prefix_lens.shape[0]),
+            draft_token_num=width,
+            device=self.device,
         )
 
     def _maybe_build_draft_sampler(self) -> None:
@@ -153,10 +187,12 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         """Build this step's trees from the draft's full logits; return their node tokens.
 
         hidden_states: [B * (block - 1), H], the draft's rows for block positions 1..B-1.
-        Returns [B * budget] node tokens, nodes 1..budget of each request's tree.
+        Returns [B * (block - 1)] tokens, the first block - 1 nodes of each tree (DFLASH's
+        draft-token shape); the verify reads the whole tree from ``_verify_tree_layout``.
         """
-        width = int(self.block_size)
-        batch = hidden_states.shape[0] // (width - 1)
+        block = int(self.block_size)
+        width = self.verify_width
+        batch = hidden_states.shape[0] // (block - 1)
         if batch == 0:
             self._ddtree = None
             return torch.empty((0,), dtype=torch.long, device=hidden_states.device)
@@ -164,7 +200,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         shard = getattr(lm_head, "shard_indices", None)
         if shard is not None:
             weight = weight[: int(shard.num_org_elements)]
-        draft_hidden = hidden_states.view(batch, width - 1, -1)
+        draft_hidden = hidden_states.view(batch, block - 1, -1)
         logits = torch.matmul(draft_hidden.to(weight.dtype), weight.T).float()
         roots = self._draft_block_ids_buf[:batch, 0].tolist()
         trees = [
@@ -173,20 +209,20 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         ]
         layout = pack_ddtree_verify_batch(trees, width).to(hidden_states.device)
         self._ddtree = DDTreeStep(layout=layout)
-        return layout.input_ids.view(batch, width)[:, 1:].reshape(-1)
+        return layout.input_ids.view(batch, width)[:, 1:block].reshape(-1)
 
     def _verify_tree_layout(
-        self, prefix_lens: torch.Tensor, positions: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """Return the verify forward's allow-mask and positions (prefix + node depth)."""
+        self, prefix_lens: torch.Tensor, positions: torch.Tensor, draft_tokens: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """Return the verify forward's allow-mask, positions (prefix + depth) and node tokens."""
         step = self._ddtree
         if step is None:
-            return super()._verify_tree_layout(prefix_lens, positions)
+            return super()._verify_tree_layout(prefix_lens, positions, draft_tokens)
         width = step.layout.width
         depths = step.layout.positions.view(-1, width)  # packed with root position 0
         verify_positions = (prefix_lens.to(depths.dtype)[:, None] + depths).reshape(-1)
         mask = build_ddtree_custom_mask(step.layout.tree_mask, prefix_lens.tolist())
-        return mask, verify_positions.to(positions.dtype)
+        return mask, verify_positions.to(positions.dtype), step.layout.input_ids
 
     def _accept_block(
         self,
