@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+from sglang.srt.speculative.ddtree_checks import find_ddtree_v2_errors
 from sglang.srt.speculative.ddtree_utils import (
     build_ddtree_tree_from_logits,
     compile_ddtree_tree,
@@ -45,14 +47,11 @@ from sglang.srt.speculative.ddtree_worker_utils import (
     pack_ddtree_verify_batch,
     sample_ddtree_posterior,
 )
-from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_utils import move_accept_tokens_to_target_kvcache
 
 logger = logging.getLogger(__name__)
 
-# Attention backends whose TARGET_VERIFY reads DFlashVerifyInput.custom_mask (eager).
-MASK_BACKENDS = ("triton", "flashinfer", "torch_native")
 
 
 @dataclass
@@ -61,62 +60,6 @@ class DDTreeStep:
 
     layout: DDTreeVerifyBatch  # on the worker's device
     accept_index: torch.Tensor | None = None  # [B, depth + 1] local nodes, root first
-
-
-def find_ddtree_v2_errors(
-    *,
-    budget: int,
-    block_size: int,
-    tp_size: int,
-    page_size: int,
-    grammar_backend: str | None,
-    attention_backend: str | None,
-    device: str,
-    cuda_graphs: bool,
-    compact_draft_cache: bool,
-    uses_selector: bool,
-    uses_lilicorr: bool,
-    uses_domino: bool,
-) -> list[str]:
-    """Return every start-up refusal for this configuration (empty: DDTREE can run)."""
-    errors = []
-    if budget < 1:
-        errors.append(f"--speculative-ddtree-budget {budget}: must be >= 1")
-    if budget + 1 > block_size and compact_draft_cache:
-        errors.append(
-            f"--speculative-ddtree-budget {budget} verifies {budget + 1} slots, wider than "
-            f"the draft block ({block_size}), which a windowed draft KV "
-            "(--speculative-draft-window-size) cannot follow: use a budget <= "
-            f"{block_size - 1} or no draft window"
-        )
-    if tp_size != 1:
-        errors.append(f"--tp-size {tp_size}: DDTREE builds trees from one rank's full logits")
-    if page_size != 1:
-        errors.append(f"--page-size {page_size}: DDTREE moves tree KV token by token (use 1)")
-    if grammar_backend not in (None, "none"):
-        errors.append(
-            f"--grammar-backend {grammar_backend}: DDTREE does not constrain trees by a "
-            "grammar yet (launch with --grammar-backend none)"
-        )
-    if attention_backend not in MASK_BACKENDS:
-        errors.append(
-            f"--attention-backend {attention_backend}: DDTREE needs a backend that applies the "
-            f"tree mask in TARGET_VERIFY ({', '.join(MASK_BACKENDS)})"
-        )
-    if cuda_graphs and not device.startswith("cpu"):
-        errors.append(
-            "CUDA graphs: sglang captures DFlash-family verify graphs without a custom mask, "
-            "so a replayed graph would verify the tree as a chain (launch with "
-            "--disable-cuda-graph until ddtree captures its own)"
-        )
-    for flag, used in (
-        ("a candidate selector", uses_selector),
-        ("a LiLiCorr head", uses_lilicorr),
-        ("Domino rollout", uses_domino),
-    ):
-        if used:
-            errors.append(f"the draft model uses {flag}: DDTREE needs the plain DFlash head")
-    return errors
 
 
 class DDTreeWorkerV2(DFlashWorkerV2):
