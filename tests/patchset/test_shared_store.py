@@ -65,7 +65,9 @@ def test_migration_kept_every_lock_byte_identical() -> None:
 def test_each_shared_file_is_kept_once() -> None:
     """No two versions hold the same source bytes in their own folders (dedupe finds nothing),
     and every version's ddtree_utils.py resolves to the one blob."""
-    versions = [load_patchset(DDTREE / v) for v in (*LOCK_SHA256, "1.1.9", "1.1.10", "2.0.1", "2.1.0")]
+    versions = [
+        load_patchset(DDTREE / v) for v in (*LOCK_SHA256, "1.1.9", "1.1.10", "2.0.1", "2.1.0")
+    ]
     assert plan_dedupe(versions).moves == ()
     assert {patchset_file(DDTREE / v) for v in LOCK_SHA256} == {
         blob_path(DDTREE / "1.0.0", UTILS_SHA)
