@@ -10,7 +10,9 @@ hosts (conftest.py); each one leaves them as it found them.
 
 from __future__ import annotations
 
+import json
 import tomllib
+import urllib.request
 
 import pytest
 
@@ -23,6 +25,28 @@ from tests.serving.test_real_server import accept_length
 pytestmark = pytest.mark.hosts
 
 LOSSLESS = ("reference", "lossless_sequential", "lossless_concurrent", "acceptance")
+PROMPT = [11, 9, 15, 5, 4, 8, 11, 5, 11]
+
+
+def generate(host, **sampling: object) -> dict:
+    """POST /generate on ``host``: 32 tokens of PROMPT with greedy or ``sampling`` params,
+    token logprobs returned."""
+    body = {
+        "input_ids": PROMPT,
+        "sampling_params": {"max_new_tokens": 32, "temperature": 0, **sampling},
+        "return_logprob": True,
+    }
+    request = urllib.request.Request(
+        f"http://{host.address}:{SERVICE_PORT}/generate",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read())
+
+
+def token_logprobs(reply: dict) -> list[tuple[int, float]]:
+    return [(int(t), float(lp)) for lp, t, _ in reply["meta_info"]["output_token_logprobs"]]
 
 
 def server_log(serving_v2, name: str) -> str:
@@ -52,6 +76,7 @@ def test_pristine_0523_hosts_serve_dflash_v2_with_overlap_and_pass_the_gate(serv
         found = checks(suite)
         assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
         serving_v2.dflash_accept[name] = accept_length(found["acceptance"])
+    serving_v2.dflash_logprobs = token_logprobs(generate(serving_v2.host("host0")))
 
 
 def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(serving_v2):
@@ -79,6 +104,16 @@ def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(s
     assert ddtree > serving_v2.dflash_accept["host0"], (ddtree, serving_v2.dflash_accept)
     # Always-right drafts: each step accepts a path of depth 3 (the block's limit) + bonus.
     assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
+    # Logprobs come from the accepted path's rows (moved to the window's front): the same
+    # tokens with the same target logprobs as DFLASH's chain rows.
+    ddtree_logprobs = token_logprobs(generate(serving_v2.host("host0")))
+    assert [t for t, _ in ddtree_logprobs] == [t for t, _ in serving_v2.dflash_logprobs]
+    for (_, ours), (_, chain) in zip(ddtree_logprobs, serving_v2.dflash_logprobs, strict=True):
+        assert abs(ours - chain) < 1e-4, (ddtree_logprobs, serving_v2.dflash_logprobs)
+    # A sampled request (one lossless sample per tree node) decodes and leaves the server up.
+    sampled = generate(serving_v2.host("host0"), temperature=0.8, top_k=8, top_p=0.9)
+    assert sampled["meta_info"]["completion_tokens"] >= 1, sampled
+    assert get_json(serving_v2.host("host0"), "/server_info")["speculative_algorithm"] == "DDTREE"
 
     back = serving_v2.cli("rollback", "--all", "--json")
     assert back.returncode == 0, back.stderr[-3000:]
