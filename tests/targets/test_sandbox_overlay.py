@@ -24,7 +24,8 @@ def test_split_base_requirements():
 def test_0523_list_is_the_0513_base_plus_what_differs():
     base, rest = split_base_requirements(requirements_path("0.5.23").read_text())
     assert base == "requirements-sglang-0.5.13.post1.txt"
-    assert read_requirement_pins(rest) == [("apache-tvm-ffi", "0.1.11")]
+    # tvm-ffi for the imports; xgrammar for serving (0.5.23 imports it unconditionally)
+    assert read_requirement_pins(rest) == [("apache-tvm-ffi", "0.1.11"), ("xgrammar", "0.2.7")]
     assert split_base_requirements(requirements_path("0.5.13.post1").read_text())[0] is None
     assert OVERLAY_PTH_NAME < BASE_PTH_NAME  # site.py reads .pth files sorted: overlay first
 
