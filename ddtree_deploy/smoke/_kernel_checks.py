@@ -16,6 +16,7 @@ position, a wrong parent...) was caught. On an sglang without the tree kernels
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.machinery
 import importlib.util
 import json
@@ -30,6 +31,7 @@ import _toy_decode
 import _tree_ops as tree_ops
 import torch
 from _kernel_plan import CHECK_ORDER, record
+from _kernel_timings import TimingShapes, time_kernels
 from _sglang_kernels import Kernels, load_kernels
 from _uno_mapping import TreeNodes, sibling_ranks
 
@@ -217,6 +219,24 @@ def run_checks(
     """Yield each check's record in order (see run_check)."""
     for name in check_names(kernels, only):
         yield run_check(kernels, oracle, device, name, full)
+
+
+Step = tuple[str, Callable[[], list[dict]]]
+
+
+def kernel_steps(
+    kernels: Kernels, oracle: ModuleType, device: str, full: bool, shapes: TimingShapes
+) -> list[Step]:
+    """Return (name, run) per check in order, then ("timings", run): what `make gpu-check`
+    prints and what the `gpu` smoke suite records, one step at a time. Each run() returns
+    its records; a step failed when one of them is not `ok`."""
+    steps: list[Step] = [
+        (name, functools.partial(lambda n: [run_check(kernels, oracle, device, n, full)], name))
+        for name in check_names(kernels)
+    ]
+    if kernels.uno is not None:  # the timings need 0.5.23's UNO builder
+        steps.append(("timings", lambda: time_kernels(kernels, oracle, device, shapes)))
+    return steps
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,11 +11,11 @@ import time
 from types import ModuleType
 from typing import Any
 
-from _kernel_plan import SUITE_BUDGET_S, UNO_TREE, kernel_checks_apply
+from _kernel_plan import CHECK_ORDER, SUITE_BUDGET_S, UNO_TREE, kernel_checks_apply
 
-VOCAB = 151_936
-TIMING_BUDGETS = (16, 44)  # UNO's K = budget up to 44 (Q * K <= 2048): our tree for sure
-TIMED_CALLS = 5
+# _kernel_timings.TimingShapes: vocab, builder budgets (UNO's K = budget up to 44, as
+# Q * K <= 2048), heads, head_dim, prefix, verify budgets, timed calls (bf16 on CUDA)
+TIMING_SHAPES = (151_936, (16, 44), 32, 128, 1024, (16, 64), 5)
 
 Check = tuple[bool, str]
 
@@ -29,23 +29,15 @@ def kernel_checks_here() -> tuple[bool, str]:
     return kernel_checks_apply(str(getattr(sglang, "__version__", "")), has_uno)
 
 
-def _record_check(record: dict) -> Check:
-    """Return a kernel check's (ok, its record as JSON without the name and verdict)."""
-    detail = {k: v for k, v in record.items() if k not in ("check", "ok")}
-    return bool(record["ok"]), json.dumps(detail)
-
-
-def _time_kernels(kernels: Any, utils: ModuleType) -> Check:
-    """Time UNO vs our builder (V=151936, L=15) and tree-masked verify attention (batch 8,
-    prefix 1024, 32 heads of 128, bf16); fails when a record is not ok or UNO refused."""
-    import _kernel_timings as timings
-
-    records = timings.time_builders(kernels, utils, "cuda", VOCAB, TIMING_BUDGETS, TIMED_CALLS)
-    records += timings.time_masked_verify(
-        kernels, "cuda", 32, 128, 1024, TIMING_BUDGETS, TIMED_CALLS
-    )
-    failed = [r for r in records if not r["ok"] or "uno_refused" in r]
-    return not failed, json.dumps(records)
+def _verdict(records: list[dict]) -> Check:
+    """Return (every record ok, the records as JSON: one check's without its name and verdict,
+    the timings' whole)."""
+    ok = all(r["ok"] for r in records)
+    if len(records) == 1 and records[0]["check"] in CHECK_ORDER:
+        detail: Any = {k: v for k, v in records[0].items() if k not in ("check", "ok")}
+    else:
+        detail = records
+    return ok, json.dumps(detail)
 
 
 def run_kernel_checks(suite: Any, utils: ModuleType, budget_s: float = SUITE_BUDGET_S) -> None:
@@ -55,6 +47,7 @@ def run_kernel_checks(suite: Any, utils: ModuleType, budget_s: float = SUITE_BUD
     if not kernel_checks_here()[0]:
         return
     import _kernel_checks
+    from _kernel_timings import TimingShapes
     from _sglang_kernels import load_kernels
 
     loaded: dict[str, Any] = {}
@@ -65,19 +58,14 @@ def run_kernel_checks(suite: Any, utils: ModuleType, budget_s: float = SUITE_BUD
 
     if not suite.run("kernel_import", load):
         return
-    kernels, started = loaded["kernels"], time.monotonic()
+    started = time.monotonic()
 
-    def within_budget(check: Any) -> Check:
+    def within_budget(step: Any) -> Check:
         spent_s = time.monotonic() - started
         if spent_s > budget_s:
             return False, f"not run: the kernel checks spent {spent_s:.0f} s of {budget_s:.0f} s"
-        return check()
+        return _verdict(step())
 
-    for name in _kernel_checks.check_names(kernels):
-        suite.run(
-            f"kernel_{name}",
-            lambda n=name: within_budget(
-                lambda: _record_check(_kernel_checks.run_check(kernels, utils, "cuda", n, False))
-            ),
-        )
-    suite.run("kernel_timings", lambda: within_budget(lambda: _time_kernels(kernels, utils)))
+    shapes = TimingShapes(*TIMING_SHAPES)
+    for name, step in _kernel_checks.kernel_steps(loaded["kernels"], utils, "cuda", False, shapes):
+        suite.run(f"kernel_{name}", lambda step=step: within_budget(step))

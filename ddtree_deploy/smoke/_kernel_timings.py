@@ -2,7 +2,9 @@
 
 - `uno_vs_ours`: build_uno_tree_proposal (batch 1) vs our build_ddtree_tree_from_logits per
   call at L=15 (UNO caps Q <= 128 and Q*K <= 2048, so its K is the largest allowed and a
-  budget UNO refuses is reported as refused); `same_tree` says whether both built one tree.
+  budget UNO refuses is reported as refused); `same_tree` says whether both built one tree,
+  and the record is ok only when that is what the rank rule predicts (equal exactly when our
+  tree uses no sibling rank >= K, see _kernel_checks.check_tree_equality).
 - `masked_verify`: extend_attention_fwd with a tree mask, batch 8, Q = budget + 1.
 
 Run by the `gpu` smoke suite and bench/gpu_check.py (`make gpu-check`); torch, triton and an
@@ -14,11 +16,45 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 
 import _tree_ops as tree_ops
 import torch
 from _sglang_kernels import Kernels
+from _uno_mapping import sibling_ranks
+
+
+@dataclass(frozen=True)
+class TimingShapes:
+    """What to time: builders at `vocab` for `builder_budgets`; verify attention with
+    `heads` x `head_dim`, `prefix` tokens per request, for `verify_budgets`; `reps` calls."""
+
+    vocab: int
+    builder_budgets: tuple[int, ...]
+    heads: int
+    head_dim: int
+    prefix: int
+    verify_budgets: tuple[int, ...]
+    reps: int
+
+
+def time_kernels(
+    kernels: Kernels, oracle: ModuleType, device: str, shapes: TimingShapes
+) -> list[dict]:
+    """Return the `uno_vs_ours` then the `masked_verify` records for `shapes`."""
+    records = time_builders(
+        kernels, oracle, device, shapes.vocab, shapes.builder_budgets, shapes.reps
+    )
+    return records + time_masked_verify(
+        kernels,
+        device,
+        shapes.heads,
+        shapes.head_dim,
+        shapes.prefix,
+        shapes.verify_budgets,
+        shapes.reps,
+    )
 
 
 def median_s(run: Callable[[], object], reps: int, sync: Callable[[], object]) -> float:
@@ -51,7 +87,7 @@ def time_builders(
     for budget in budgets:
         top_k = min(budget, 2048 // (budget + 1), vocab)
         rec: dict = {"check": "uno_vs_ours", "budget": budget, "vocab": vocab, "depths": 15}
-        rec["ok"] = True
+        rec["ok"] = True  # a budget UNO refuses is reported, not failed
         rec["ours_s"] = median_s(
             functools.partial(oracle.build_ddtree_tree_from_logits, logits[0], budget), reps, sync
         )
@@ -60,6 +96,8 @@ def time_builders(
             rec["uno_s"], rec["uno_candidate_top_k"] = median_s(uno, reps, sync), top_k
             ours = oracle.build_ddtree_tree_from_logits(logits[0].cpu(), budget)
             rec["same_tree"] = uno()[1][0].parents == ours.parents
+            rec["ours_max_rank"] = max(sibling_ranks(ours.parents), default=0)
+            rec["ok"] = rec["same_tree"] == (rec["ours_max_rank"] < top_k)
         except ValueError as error:
             rec["uno_refused"] = str(error)
         records.append(rec)

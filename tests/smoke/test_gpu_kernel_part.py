@@ -4,6 +4,7 @@ The kernels themselves are proved on the CPU by tests/kernels (marker `kernels`)
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -70,3 +71,15 @@ def test_the_suite_runs_the_kernel_part_on_0_5_23_and_a_broken_import_fails(
     assert not any(c["passed"] for c in suite.checks)
     if checks:
         assert "Error" in suite.checks[0]["detail"].splitlines()[0], suite.checks[0]
+
+
+def test_a_kernel_step_fails_when_any_of_its_records_is_not_ok():
+    part = load_smoke_script("_kernel_suite", "_kernel_suite.py")
+    caught = PLAN.record("verify_greedy", 0.0, True, True, 3, accept_lengths=[1, 2])
+    missed = PLAN.record("verify_greedy", 0.0, True, False, 3)
+    ok, detail = part._verdict([caught])
+    assert ok and '"accept_lengths": [1, 2]' in detail and '"check"' not in detail
+    assert part._verdict([missed])[0] is False
+    timings = [{"check": "uno_vs_ours", "ok": True}, {"check": "masked_verify", "ok": True}]
+    assert part._verdict(timings) == (True, json.dumps(timings))
+    assert part._verdict([*timings, {"check": "uno_vs_ours", "ok": False}])[0] is False
