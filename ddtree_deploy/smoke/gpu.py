@@ -1,5 +1,6 @@
 """Smoke suite `gpu`: DDTree building, the batched walk and (from ddtree 1.1.0) the
-DFlash worker's DDTree tensor logic agree between CUDA and CPU.
+DFlash worker's DDTree tensor logic agree between CUDA and CPU; on sglang 0.5.23, SGLang's
+own tree kernels agree with the host's DDTree code on CUDA (`kernel_*`, see below).
 
 Run by the host's python as `python gpu.py`, beside `_suite.py`, with a JSON object on
 stdin ({"site_packages": ..., "options": {"gpus": N}}, may be empty). Prints exactly one
@@ -8,6 +9,16 @@ declares nothing and has no CUDA, it reports skipped, never passed, and exits 0.
 declared WITH GPUs (gpus > 0) where CUDA is not usable, or shows fewer devices than declared,
 fails (`cuda_usable`): a broken GPU host must not pass as "skipped". Otherwise it exits 0 when
 every check passed, else 1.
+
+Kernel checks (only when the installed sglang is 0.5.23 with its UNO tree builder,
+_kernel_plan.kernel_checks_apply): `kernel_import` (the kernels import, real flashinfer),
+then one `kernel_<name>` per check of _kernel_checks.py (UNO tree = our tree, build_tree's
+mask/positions/links = our compile, greedy verify = our walk, tree-masked extend attention
+= SDPA, accepted KV slots, a toy decode loop = plain greedy), each failing when its negative
+control is not caught; its detail is the check's record. `kernel_timings`: UNO vs our
+builder at V=151936 and tree-masked verify attention (bf16), medians in its detail. No
+kernel check starts after _kernel_plan.SUITE_BUDGET_S seconds of them; one left out fails,
+saying so (_kernel_suite.py).
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from _kernel_suite import run_kernel_checks
 from _suite import Suite
 
 SUITE = "gpu"
@@ -246,6 +258,7 @@ def run_suite(suite: Suite) -> None:
             "worker_cuda_equals_cpu",
             lambda: check_worker_logic_matches(wu, ddtree_utils, device),
         )
+    run_kernel_checks(suite, ddtree_utils)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """SGLang's own tree kernels (0.5.23; 0.5.13.post1's attention) against DDTree's references,
-on the CPU under TRITON_INTERPRET=1 (about 75 s on 2 cores).
+on the CPU under TRITON_INTERPRET=1 (about 75 s on 2 cores): the CPU test of the kernel
+checks shipped with the `gpu` smoke suite (ddtree_deploy/smoke/_kernel_*.py and the helpers
+they import), which that suite runs on a CUDA host with sglang 0.5.23.
 
 The kernels run in a subprocess with the sandbox base env's python (torch + triton) and the
 pristine sglang install on sys.path; that subprocess is `bench/gpu_check.py --self-test`,
@@ -18,10 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support import REPO, load_module, utils_file
+from tests.support import REPO, load_module, load_smoke_script, utils_file
 
 pytestmark = pytest.mark.kernels
-KERNEL_DIR = REPO / "tests" / "kernels"
 CHECKS = [
     "tree_equality",
     "tree_links",
@@ -105,14 +106,15 @@ def test_gpu_check_refuses_without_cuda() -> None:
 def test_0_5_13_attention_with_tree_mask() -> None:
     """ddtree 1.1.0's target: sglang 0.5.13.post1's triton_ops extend attention."""
     oracle = utils_file(REPO / "patchsets" / "ddtree" / "1.1.0")
-    records = run_lines("0.5.13.post1", "tests/kernels/kernel_checks.py", "--oracle", str(oracle))
+    script = "ddtree_deploy/smoke/_kernel_checks.py"
+    records = run_lines("0.5.13.post1", script, "--oracle", str(oracle))
     assert list(records) == ["attention"]
     assert records["attention"]["ok"] and records["attention"]["sglang"] == "0.5.13.post1"
 
 
 # ---------------------------------------------------------------- the mapping (pure torch)
 
-MAPPING = load_module("_kernels_uno_mapping", KERNEL_DIR / "uno_mapping.py")
+MAPPING = load_smoke_script("_uno_mapping", "_uno_mapping.py")
 FAST = load_module("_payload119_ddtree_utils", utils_file(REPO / "patchsets/ddtree/1.1.9"))
 
 

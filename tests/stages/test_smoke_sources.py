@@ -15,8 +15,17 @@ def test_suites_travel_with_every_helper_and_without_the_package_init(monkeypatc
     assert list(sources) == [
         "_forked_imports.py",
         "_http.py",
+        "_kernel_checks.py",
+        "_kernel_plan.py",
+        "_kernel_suite.py",
+        "_kernel_timings.py",
         "_lossless.py",
+        "_sglang_kernels.py",
+        "_step_checks.py",
         "_suite.py",
+        "_toy_decode.py",
+        "_tree_ops.py",
+        "_uno_mapping.py",
         "gpu",
         "imports",
     ]

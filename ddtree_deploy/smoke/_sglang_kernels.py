@@ -5,7 +5,8 @@ We import the kernel modules through the sglang package (not the files alone): t
 level reads sglang's platform helpers (`is_cuda`, `envs`), and importing them the way the
 worker will is what proves they load. The one missing piece on a CPU machine is flashinfer
 (uno_tree.py imports `flashinfer.top_k` at module level); `install_flashinfer_standin` puts
-a TEST STAND-IN in its place, used only when flashinfer is not installed.
+a TEST STAND-IN in its place, used only for a CPU run (`standin=True`) when flashinfer is
+not installed; a CUDA run imports the real flashinfer or fails.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def install_flashinfer_standin() -> bool:
     if "flashinfer" in sys.modules or importlib.util.find_spec("flashinfer") is not None:
         return False
     module = types.ModuleType("flashinfer")
-    module.__doc__ = "TEST STAND-IN (tests/kernels): top_k only, torch.sort based."
+    module.__doc__ = "TEST STAND-IN (CPU kernel checks): top_k only, torch.sort based."
     module.top_k = _standin_top_k  # type: ignore[attr-defined]
     sys.modules["flashinfer"] = module
     return True
@@ -61,8 +62,11 @@ class Kernels:
     flashinfer_standin: bool = False
 
 
-def load_kernels() -> Kernels:
-    """Import the installed sglang's tree kernels; 0.5.13.post1 has only the attention."""
+def load_kernels(standin: bool) -> Kernels:
+    """Import the installed sglang's tree kernels; 0.5.13.post1 has only the attention.
+
+    standin: allow the flashinfer top-k stand-in when flashinfer is missing (CPU runs only).
+    """
     import sglang
 
     version = getattr(sglang, "__version__", "")
@@ -71,7 +75,7 @@ def load_kernels() -> Kernels:
             "sglang.srt.layers.attention.triton_ops.extend_attention"
         )
         return Kernels(version=version, extend_attention_fwd=attention.extend_attention_fwd)
-    standin = install_flashinfer_standin()
+    standin = standin and install_flashinfer_standin()
     attention = importlib.import_module("sglang.kernels.ops.attention.extend_attention")
     return Kernels(
         version=version,

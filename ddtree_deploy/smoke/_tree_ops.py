@@ -1,6 +1,6 @@
 """SGLang 0.5.23's tree kernels called the way a DDTree worker would call them, with the
 buffers sglang's EAGLE code allocates (eagle_utils.py), plus the dense references they are
-checked against. Torch + triton + an installed sglang (see sglang_kernels.py).
+checked against. Torch + triton + an installed sglang (see _sglang_kernels.py).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from sglang_kernels import Kernels, as_kernel_input
-from uno_mapping import TreeNodes, tree_from_uno_row
+from _sglang_kernels import Kernels, as_kernel_input
+from _uno_mapping import TreeNodes, tree_from_uno_row
 
 
 @dataclass(frozen=True)

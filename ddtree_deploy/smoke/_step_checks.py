@@ -5,22 +5,10 @@ from __future__ import annotations
 
 import time
 
+import _tree_ops as tree_ops
 import torch
-import tree_ops
-from uno_mapping import uno_layout_from_tree
-
-
-def _record(name: str, started: float, ok: bool, caught: bool, cases: int, **info) -> dict:
-    seconds = round(time.perf_counter() - started, 3)
-    return {
-        "check": name,
-        "ok": ok and caught,
-        "agrees": ok,
-        "control_caught": caught,
-        "cases": cases,
-        "seconds": seconds,
-        **info,
-    }
+from _kernel_plan import record
+from _uno_mapping import uno_layout_from_tree
 
 
 def random_trees(kernels, oracle, gen, device, batch, depths, vocab, budget):
@@ -101,7 +89,7 @@ def check_tree_links(kernels, oracle, device, quick) -> dict:
     caught = not links_match(wrong, compiled, seq_lens, budget + 1) and not links_match(
         short, compiled, seq_lens, budget + 1
     )
-    return _record("tree_links", started, ok, caught, cases, cuda_kernel=device == "cuda")
+    return record("tree_links", started, ok, caught, cases, cuda_kernel=device == "cuda")
 
 
 def planted_posterior(compiled, gen, vocab) -> torch.Tensor:
@@ -158,7 +146,7 @@ def check_verify(kernels, oracle, device, quick) -> dict:
         int(bad_num[b]) != len(oracle.follow_verified_tree(t, post[b])[0]) - 1
         for b, t in enumerate(ours)
     )
-    return _record("verify_greedy", started, ok, caught, cases, accept_lengths=accepted)
+    return record("verify_greedy", started, ok, caught, cases, accept_lengths=accepted)
 
 
 def check_attention(kernels, oracle, device, quick) -> dict:
@@ -225,7 +213,7 @@ def check_attention(kernels, oracle, device, quick) -> dict:
     )
     control_error = float((causal - reference(False)).abs().max())
     tolerance = 2e-3 if device == "cuda" else 1e-5  # tf32 dots on a GPU
-    return _record(
+    return record(
         "attention",
         started,
         error < tolerance,
@@ -260,7 +248,7 @@ def check_accepted_kv(kernels, oracle, device, quick) -> dict:
     local = torch.where(accept_index >= 0, local, accept_index).flatten().to(device)
     bad = torch.full((len(want),), -1, dtype=out_cache_loc.dtype, device=device)
     kernels.eagle.fill_accept_out_cache_loc_func(local, out_cache_loc, bad, local.numel())
-    return _record("accepted_kv_slots", started, ok, bad.cpu().tolist() != want, batch)
+    return record("accepted_kv_slots", started, ok, bad.cpu().tolist() != want, batch)
 
 
 CHECKS = {

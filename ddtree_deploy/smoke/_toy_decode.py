@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 
+import _tree_ops as tree_ops
 import torch
-import tree_ops
+from _kernel_plan import record
 
 VOCAB, HEADS, HEAD_DIM, MAX_POS = 32, 2, 16, 256
 
@@ -159,16 +160,15 @@ def check_toy_decode(kernels, oracle, device, quick) -> dict:
     outs, refs, _ = speculative_decode(
         kernels, target, prompts[:1], new_tokens, depths, depths, device, 1
     )
-    return {
-        "check": "toy_decode",
-        "ok": ok and outs != refs,
-        "agrees": ok,
-        "control_caught": outs != refs,
-        "cases": len(runs),
-        "new_tokens": new_tokens,
-        "seconds": round(time.perf_counter() - started, 3),
-        "runs": runs,
-    }
+    return record(
+        "toy_decode",
+        started,
+        ok,
+        outs != refs,
+        len(runs),
+        new_tokens=new_tokens,
+        runs=runs,
+    )
 
 
 CHECKS = {"toy_decode": check_toy_decode}

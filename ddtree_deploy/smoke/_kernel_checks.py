@@ -1,36 +1,39 @@
-"""SGLang's own tree kernels against DDTree's builder, compile and walk: one JSON line per check.
+"""SGLang's own tree kernels against DDTree's builder, compile and walk: the check registry,
+check (a) tree equality, and a CLI printing one JSON line per check.
 
-Run by a python with torch, triton and an installed sglang (the sandbox base env on CPU under
-TRITON_INTERPRET=1; a GPU host's env with --device cuda):
+Run by a python with torch, triton and an installed sglang: the `gpu` smoke suite on a CUDA
+host (oracle = the host's installed ddtree_utils), bench/gpu_check.py (`make gpu-check`), or
+by hand (the sandbox base env on the CPU under TRITON_INTERPRET=1):
 
-    python tests/kernels/kernel_checks.py --oracle PATH/ddtree_utils.py [--device cuda] [--only a,b]
+    python ddtree_deploy/smoke/_kernel_checks.py --oracle PATH/ddtree_utils.py [--device cuda]
 
-Each check returns {"check", "ok", "control_caught", "cases", "seconds", ...}: `ok` is True
-only when the kernels agree with the reference on every case AND the check's negative
-control (a dropped mask, a shifted position, a wrong parent...) was caught. On an sglang
-without the tree kernels (0.5.13.post1) only the attention check runs.
+Each check returns _kernel_plan.record(...): `ok` is True only when the kernels agree with the
+reference on every case AND the check's negative control (a dropped mask, a shifted
+position, a wrong parent...) was caught. On an sglang without the tree kernels
+(0.5.13.post1) only the attention check runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.machinery
 import importlib.util
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import _step_checks
+import _toy_decode
+import _tree_ops as tree_ops
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import toy_decode  # noqa: E402
-import tree_ops  # noqa: E402
-from sglang_kernels import Kernels, load_kernels  # noqa: E402
-from uno_mapping import TreeNodes  # noqa: E402
+from _kernel_plan import CHECK_ORDER, record
+from _kernel_timings import TimingShapes, time_kernels
+from _sglang_kernels import Kernels, load_kernels
+from _uno_mapping import TreeNodes, sibling_ranks
 
 
 def load_oracle(path: Path) -> ModuleType:
@@ -66,20 +69,6 @@ def tie_free(gen: torch.Generator, oracle, batch: int, depths: int, vocab: int, 
         if all(float(g) > 1e-3 for g in gaps):
             rows.append(logits)
     return torch.stack(rows)
-
-
-def record(name: str, started: float, ok: bool, caught: bool, cases: int, **info) -> dict:
-    """Return one check's JSON record."""
-    seconds = round(time.perf_counter() - started, 3)
-    return {
-        "check": name,
-        "ok": ok and caught,
-        "agrees": ok,
-        "control_caught": caught,
-        "cases": cases,
-        "seconds": seconds,
-        **info,
-    }
 
 
 def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> dict:
@@ -199,12 +188,55 @@ def check_tree_equality(kernels: Kernels, oracle, device: str, quick: bool) -> d
 
 def tree_ops_ranks(parents: list[int]) -> list[int]:
     """Return sibling ranks of nodes 1..n (0 for a root-only tree)."""
-    from uno_mapping import sibling_ranks
-
     return sibling_ranks(parents) or [0]
 
 
-CHECKS: dict[str, Callable[..., dict]] = {}
+def all_checks() -> dict[str, Callable[..., dict]]:
+    """Return the checks by name, in CHECK_ORDER."""
+    checks = {"tree_equality": check_tree_equality, **_step_checks.CHECKS, **_toy_decode.CHECKS}
+    assert tuple(checks) == CHECK_ORDER, f"{tuple(checks)} != {CHECK_ORDER}"
+    return checks
+
+
+def check_names(kernels: Kernels, only: list[str] | None = None) -> list[str]:
+    """Return the checks to run on `kernels`, in order: `only` (default all), and only the
+    attention check on an sglang without the tree kernels."""
+    names = list(only or CHECK_ORDER)
+    return names if kernels.uno is not None else [n for n in names if n == "attention"]
+
+
+def run_check(kernels: Kernels, oracle: ModuleType, device: str, name: str, full: bool) -> dict:
+    """Run check `name` on `device` ("cpu" or "cuda"); full adds the V=151936 shapes.
+    Returns its record with the sglang version added."""
+    result = all_checks()[name](kernels, oracle, device, not full)
+    result["sglang"] = kernels.version
+    return result
+
+
+def run_checks(
+    kernels: Kernels, oracle: ModuleType, device: str, full: bool, only: list[str] | None = None
+) -> Iterator[dict]:
+    """Yield each check's record in order (see run_check)."""
+    for name in check_names(kernels, only):
+        yield run_check(kernels, oracle, device, name, full)
+
+
+Step = tuple[str, Callable[[], list[dict]]]
+
+
+def kernel_steps(
+    kernels: Kernels, oracle: ModuleType, device: str, full: bool, shapes: TimingShapes
+) -> list[Step]:
+    """Return (name, run) per check in order, then ("timings", run): what `make gpu-check`
+    prints and what the `gpu` smoke suite records, one step at a time. Each run() returns
+    its records; a step failed when one of them is not `ok`."""
+    steps: list[Step] = [
+        (name, functools.partial(lambda n: [run_check(kernels, oracle, device, n, full)], name))
+        for name in check_names(kernels)
+    ]
+    if kernels.uno is not None:  # the timings need 0.5.23's UNO builder
+        steps.append(("timings", lambda: time_kernels(kernels, oracle, device, shapes)))
+    return steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,26 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated check names")
     parser.add_argument("--full", action="store_true", help="also V=151936 shapes")
     args = parser.parse_args(argv)
-    kernels = load_kernels()
+    kernels = load_kernels(standin=args.device == "cpu")
     oracle = load_oracle(args.oracle)
-    CHECKS.update(all_checks())
-    names = [n for n in (args.only.split(",") if args.only else CHECKS)]
-    if kernels.uno is None:
-        names = [n for n in names if n == "attention"]
     failed = 0
-    for name in names:
-        result = CHECKS[name](kernels, oracle, args.device, not args.full)
-        result["sglang"] = kernels.version
+    only = args.only.split(",") if args.only else None
+    for result in run_checks(kernels, oracle, args.device, args.full, only):
         print(json.dumps(result), flush=True)
         failed += not result["ok"]
     return 1 if failed else 0
-
-
-def all_checks() -> dict[str, Callable[..., dict]]:
-    """Return the checks by name, in run order."""
-    import more_checks
-
-    return {"tree_equality": check_tree_equality, **more_checks.CHECKS, **toy_decode.CHECKS}
 
 
 if __name__ == "__main__":
