@@ -42,6 +42,19 @@ STANDIN_NAME = "sgl_kernel"
 # --- 1. sgl_kernel *_cpu ops: torch bodies -------------------------------------------------
 
 
+def _window_cells(req_pool_indices: Any, start_offset: Any, end_offset: Any) -> tuple[Any, Any]:
+    """Return (rows, cols) of every req_to_token cell in each request's [start, end) window,
+    requests packed in batch order (what the two ops below read or write)."""
+    import torch
+
+    starts = start_offset.to(torch.int64)
+    lens = end_offset.to(torch.int64) - starts
+    first = torch.cumsum(lens, 0) - lens
+    rows = torch.repeat_interleave(req_pool_indices.to(torch.int64), lens)
+    cols = torch.repeat_interleave(starts - first, lens) + torch.arange(int(lens.sum()))
+    return rows, cols
+
+
 def assign_req_to_token_pool_cpu(
     req_pool_indices: Any,
     req_to_token: Any,
@@ -51,17 +64,8 @@ def assign_req_to_token_pool_cpu(
     pool_len: int,
 ) -> None:
     """Write each request's next slots (packed in batch order) into req_to_token[row, start:end]."""
-    import torch
-
-    starts = start_offset.to(torch.int64)
-    lens = end_offset.to(torch.int64) - starts
-    total = int(lens.sum().item())
-    if total == 0:
-        return
-    first = torch.cumsum(lens, 0) - lens
-    rows = torch.repeat_interleave(req_pool_indices.to(torch.int64), lens)
-    cols = torch.repeat_interleave(starts - first, lens) + torch.arange(total)
-    req_to_token[rows, cols] = out_cache_loc[:total].to(req_to_token.dtype)
+    rows, cols = _window_cells(req_pool_indices, start_offset, end_offset)
+    req_to_token[rows, cols] = out_cache_loc[: rows.numel()].to(req_to_token.dtype)
 
 
 def assign_extend_cache_locs_cpu(
@@ -73,17 +77,8 @@ def assign_extend_cache_locs_cpu(
     pool_len: int,
 ) -> None:
     """Read each request's req_to_token[row, start:end] into out_cache_loc (batch order)."""
-    import torch
-
-    starts = start_offset.to(torch.int64)
-    lens = end_offset.to(torch.int64) - starts
-    total = int(lens.sum().item())
-    if total == 0:
-        return
-    first = torch.cumsum(lens, 0) - lens
-    rows = torch.repeat_interleave(req_pool_indices.to(torch.int64), lens)
-    cols = torch.repeat_interleave(starts - first, lens) + torch.arange(total)
-    out_cache_loc[:total] = req_to_token[rows, cols].to(out_cache_loc.dtype)
+    rows, cols = _window_cells(req_pool_indices, start_offset, end_offset)
+    out_cache_loc[: rows.numel()] = req_to_token[rows, cols].to(out_cache_loc.dtype)
 
 
 def assign_draft_cache_locs_contiguous_cpu(

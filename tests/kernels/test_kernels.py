@@ -20,17 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from ddtree_deploy.smoke._kernel_plan import CHECK_ORDER
 from tests.support import REPO, load_module, load_smoke_script, utils_file
 
 pytestmark = pytest.mark.kernels
-CHECKS = [
-    "tree_equality",
-    "tree_links",
-    "verify_greedy",
-    "attention",
-    "accepted_kv_slots",
-    "toy_decode",
-]
+CHECKS = list(CHECK_ORDER)
 
 
 def kernel_env(version: str) -> tuple[Path, dict[str, str]]:
