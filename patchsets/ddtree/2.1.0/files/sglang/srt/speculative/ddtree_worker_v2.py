@@ -36,7 +36,6 @@ import torch
 
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 from sglang.srt.speculative.ddtree_checks import find_ddtree_v2_errors
-from sglang.srt.speculative.ddtree_memory import find_ddtree_memory_error, plan_ddtree_step_memory
 from sglang.srt.speculative.ddtree_utils import (
     build_ddtree_tree_from_logits,
     compile_ddtree_tree,
@@ -83,38 +82,9 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             uses_lilicorr=self.lilicorr is not None,
             uses_domino=bool(self._is_domino),
         )
-        step = plan_ddtree_step_memory(
-            budget=self.ddtree_budget,
-            block_size=int(self.block_size),
-            max_requests=int(server_args.max_running_requests),
-            vocab_size=int(self.model_runner.model_config.vocab_size),
-            dtype_bytes=self.model_runner.model_config.dtype.itemsize,
-        )
-        if torch.device(self.device).type == "cuda":
-            memory_error = find_ddtree_memory_error(
-                budget=self.ddtree_budget,
-                block_size=int(self.block_size),
-                max_requests=int(server_args.max_running_requests),
-                vocab_size=int(self.model_runner.model_config.vocab_size),
-                dtype_bytes=self.model_runner.model_config.dtype.itemsize,
-                device_bytes=torch.cuda.get_device_properties(self.device).total_memory,
-                mem_fraction_static=float(server_args.mem_fraction_static),
-            )
-            if memory_error is not None:
-                errors.append(memory_error)
         if errors:
             raise ValueError("DDTREE cannot start: " + "; ".join(errors))
         self._ddtree: DDTreeStep | None = None
-        logger.info(
-            "DDTREE: verify workspace at %d requests %.2f GiB (float32 logits %.2f, LM head "
-            "output %.2f, sampling %.2f)%s",
-            int(server_args.max_running_requests),
-            step.workspace_bytes / (1 << 30),
-            step.logits_bytes / (1 << 30),
-            step.lm_head_out_bytes / (1 << 30),
-            step.sampling_bytes / (1 << 30),
-            "" if torch.device(self.device).type == "cuda" else " (not capped off CUDA)",
-        )
         logger.info(
             "DDTREE: draft block %d, tree budget %d, verify width %d (DFlashWorkerV2, "
             "overlap scheduling %s)",
@@ -173,19 +143,12 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         shard = getattr(lm_head, "shard_indices", None)
         if shard is not None:
             weight = weight[: int(shard.num_org_elements)]
-        draft_hidden = hidden_states.view(batch, block - 1, -1).to(weight.dtype)
+        draft_hidden = hidden_states.view(batch, block - 1, -1)
+        logits = torch.matmul(draft_hidden.to(weight.dtype), weight.T).float()
         roots = self._draft_block_ids_buf[:batch, 0].tolist()
-        # One request's [block - 1, V] logits at a time, on the worker's device: the builder
-        # reads its top-k and log-normaliser there and copies only those to the host.
         trees = [
-            compile_ddtree_tree(
-                build_ddtree_tree_from_logits(
-                    torch.matmul(draft_hidden[b], weight.T).float(), self.ddtree_budget
-                ),
-                roots[b],
-                0,
-            )
-            for b in range(batch)
+            compile_ddtree_tree(build_ddtree_tree_from_logits(row, self.ddtree_budget), root, 0)
+            for row, root in zip(logits.cpu(), roots)
         ]
         layout = pack_ddtree_verify_batch(trees, width).to(hidden_states.device)
         self._ddtree = DDTreeStep(layout=layout)
