@@ -8,8 +8,10 @@ Each is ddtree 1.1.0 with a few text edits, re-versioned and re-locked, like bro
   the control target's accept length drops from 4.0 (DFLASH, 1.1.0) to 2.0 (caught by the
   gate's accept-length comparison; on the control target the push's `acceptance` check
   also fails it, through the control reference's own floor of 3.0).
-- ``slow``: verify sleeps 20 ms per step: same tokens, about 2.8x fewer tokens/s than 1.1.0
-  on the sandbox target (caught by the gate's tokens/s comparison).
+- ``slow``: each verify sleeps twice the time the step took before it (draft + target
+  forward, 20 ms at least, 250 ms at most): same tokens, about 3x fewer tokens/s than 1.1.0
+  on any machine (caught by the gate's tokens/s comparison). A fixed sleep slowed a fast
+  machine 2.8x and a slower CI runner only 2.0x, at the quick gate's -50% edge.
 - ``greedy``: the tree mask of broken.py's ``mask``, and no [lossless] table (no references),
   so the push compares no outputs: greedy output differs from the old server's (caught by
   the gate's greedy-output comparison).
@@ -33,12 +35,27 @@ from ddtree_sandbox.broken import SPECULATIVE, VARIANTS, copy_with_edits
 INFO = f"{SPECULATIVE}/ddtree_info.py"
 HANG_AFTER_ENV = "DDTREE_GATE_HANG_AFTER"
 HANG_AFTER_DEFAULT = 60
-SLOW_VERIFY_S = 0.02
+SLOW_FACTOR = 2.0
+SLOW_MIN_S = 0.02
+SLOW_MAX_S = 0.25
 
 # Anchors in ddtree_info.py of 1.1.0, each there once.
 _IMPORTS = "import logging\n"
 _VERIFY_BODY = "        tree = self.tree\n        posterior = self._target_tokens("
 _VERIFY_CLASS = "@dataclass\nclass DDTreeVerifyInput("
+
+_SLOW_HELPER = f'''_GATE_FIXTURE_LAST_END = [0.0]
+
+
+def _gate_fixture_slow() -> None:
+    """Gate fixture `slow`: sleep {SLOW_FACTOR:g}x the time since the last verify ended."""
+    now = time.monotonic()
+    gap = now - _GATE_FIXTURE_LAST_END[0]
+    time.sleep(min({SLOW_MAX_S}, max({SLOW_MIN_S}, {SLOW_FACTOR} * gap)))
+    _GATE_FIXTURE_LAST_END[0] = time.monotonic()
+
+
+'''
 
 _HANG_HELPER = f'''_GATE_FIXTURE_SEEN_RIDS: set[str] = set()
 
@@ -80,8 +97,9 @@ GATE_VARIANTS: dict[str, GateVariant] = {
     "slow": GateVariant(
         "1.1.6",
         ((INFO, _IMPORTS, "import logging\nimport time\n"),
-         (INFO, _VERIFY_BODY, f"        time.sleep({SLOW_VERIFY_S})\n{_VERIFY_BODY}")),
-        f"verify sleeps {SLOW_VERIFY_S * 1000:.0f} ms a step: fewer tokens/s",
+         (INFO, _VERIFY_CLASS, _SLOW_HELPER + _VERIFY_CLASS),
+         (INFO, _VERIFY_BODY, f"        _gate_fixture_slow()\n{_VERIFY_BODY}")),
+        f"verify sleeps {SLOW_FACTOR:g}x the step before it: about 3x fewer tokens/s",
     ),
     "greedy": GateVariant(
         "1.1.7",

@@ -105,7 +105,9 @@ def test_a_fixture_edited_after_its_lock_fails_the_local_gate(tmp_path):
     build_gate_patchset(DDTREE_110, tmp_path, "slow")
     root = tmp_path / "ddtree" / GATE_VARIANTS["slow"].version
     target = root / GATE_VARIANTS["slow"].edits[0][0]
-    target.write_text(target.read_text().replace("time.sleep(0.02)", "time.sleep(0.2)"))
+    slowed = target.read_text()
+    assert slowed.count(f"{gate_fixtures.SLOW_FACTOR} * gap") == 1
+    target.write_text(slowed.replace(f"{gate_fixtures.SLOW_FACTOR} * gap", "20.0 * gap"))
     with pytest.raises(PatchsetError, match="changed since the lock"):
         check_sources(load_patchset(root))
 
@@ -150,6 +152,39 @@ def test_hang_after_is_read_from_the_environment(monkeypatch):
     hang(reqs("a"))
     with pytest.raises(Blocked):
         hang(reqs("a", "c"))
+
+
+class Clock:
+    """A fake time module: monotonic() reads `now`; sleep() records and advances it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_slow_sleeps_a_multiple_of_the_step_before_it_whatever_the_machine():
+    """The slowdown is a ratio, not a constant: a 10 ms step and a 60 ms step (a slower CI
+    runner) both become about 3x longer; idle time before a request is capped."""
+    clock = Clock()
+    namespace: dict[str, Any] = {"time": clock}
+    exec(gate_fixtures._SLOW_HELPER, namespace)
+    slow = namespace["_gate_fixture_slow"]
+    slow()  # the first verify after start: capped
+    assert clock.slept == [gate_fixtures.SLOW_MAX_S]
+    for step_s in (0.01, 0.06, 0.001):
+        clock.slept.clear()
+        clock.now += step_s  # draft + target forward
+        slow()
+        expected = min(gate_fixtures.SLOW_MAX_S, max(gate_fixtures.SLOW_MIN_S, 2 * step_s))
+        assert clock.slept == [pytest.approx(expected)]
+    assert gate_fixtures.SLOW_FACTOR == 2.0
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

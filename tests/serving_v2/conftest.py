@@ -37,3 +37,11 @@ def serving_v2(tmp_path_factory):
         state.pristine_tree[host.name] = host.tree_digest()
     yield state
     sandbox.stop()
+
+
+@pytest.fixture(autouse=True)
+def _hosts_back_at_baseline(serving_v2):
+    """After each test, a host it left on new code (it failed before its own rollback) is
+    rolled back here: the next test's failure is then its own, not this one's."""
+    yield
+    serving_v2.restore()

@@ -36,6 +36,7 @@ import torch
 
 from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
 from sglang.srt.speculative.ddtree_checks import find_ddtree_v2_errors
+from sglang.srt.speculative.ddtree_memory import find_ddtree_memory_error, plan_ddtree_step_memory
 from sglang.srt.speculative.ddtree_utils import (
     build_ddtree_tree_from_logits,
     compile_ddtree_tree,
@@ -94,6 +95,56 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             "off" if server_args.disable_overlap_schedule else "on",
         )
 
+    def alloc_memory_pool(self, *args: Any, **kwargs: Any) -> Any:
+        """Allocate DFLASH's draft pools, then size the verify workspace at width W.
+
+        Here, not in __init__: sglang resolves --max-running-requests with the target's
+        pools, which the scheduler allocates after it built this worker (in __init__
+        server_args.max_running_requests is still None when the flag was not given).
+        Raises ValueError on CUDA when W x requests of float32 logits, LM-head output and
+        sampling need more than half the memory outside --mem-fraction-static (the
+        message names the budget, request count and fraction that fit).
+        """
+        result = super().alloc_memory_pool(*args, **kwargs)
+        self._check_verify_workspace(self.model_runner.max_running_requests)
+        return result
+
+    def _check_verify_workspace(self, max_requests: int | None) -> None:
+        """Log the verify workspace at `max_requests`; refuse it on CUDA when too large."""
+        if max_requests is None:
+            logger.warning("DDTREE: max running requests unknown, verify workspace not sized")
+            return
+        config = self.model_runner.model_config
+        sizes = {
+            "budget": self.ddtree_budget,
+            "block_size": int(self.block_size),
+            "max_requests": int(max_requests),
+            "vocab_size": int(config.vocab_size),
+            "dtype_bytes": int(config.dtype.itemsize),
+        }
+        step = plan_ddtree_step_memory(**sizes)
+        on_cuda = torch.device(self.device).type == "cuda"
+        logger.info(
+            "DDTREE: verify workspace at %d requests x width %d: %.2f GiB (float32 logits "
+            "%.2f, LM head output %.2f, sampling %.2f)%s",
+            int(max_requests),
+            step.verify_width,
+            step.workspace_bytes / (1 << 30),
+            step.logits_bytes / (1 << 30),
+            step.lm_head_out_bytes / (1 << 30),
+            step.sampling_bytes / (1 << 30),
+            "" if on_cuda else " (capped on CUDA only)",
+        )
+        if not on_cuda:
+            return
+        error = find_ddtree_memory_error(
+            **sizes,
+            device_bytes=torch.cuda.get_device_properties(self.device).total_memory,
+            mem_fraction_static=float(self.server_args.mem_fraction_static),
+        )
+        if error is not None:
+            raise ValueError("DDTREE cannot start: " + error)
+
     @property
     def verify_width(self) -> int:
         """Verify slots per request: the root + the budget, at least the draft block."""
@@ -143,12 +194,22 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         shard = getattr(lm_head, "shard_indices", None)
         if shard is not None:
             weight = weight[: int(shard.num_org_elements)]
-        draft_hidden = hidden_states.view(batch, block - 1, -1)
-        logits = torch.matmul(draft_hidden.to(weight.dtype), weight.T).float()
+        draft_hidden = hidden_states.view(batch, block - 1, -1).to(weight.dtype)
         roots = self._draft_block_ids_buf[:batch, 0].tolist()
+        # One request's [block - 1, V] float32 logits at a time, on the worker's device: the
+        # builder sorts them there and copies only the top-budget log-probs, their ids and
+        # the normaliser to the host (one small transfer per request). A batch-sized
+        # [B, block - 1, V] tensor would be B x 8.7 MiB (block 16, V = 151936), and a host copy
+        # of it would stall every step.
         trees = [
-            compile_ddtree_tree(build_ddtree_tree_from_logits(row, self.ddtree_budget), root, 0)
-            for row, root in zip(logits.cpu(), roots)
+            compile_ddtree_tree(
+                build_ddtree_tree_from_logits(
+                    torch.matmul(draft_hidden[b], weight.T).float(), self.ddtree_budget
+                ),
+                roots[b],
+                0,
+            )
+            for b in range(batch)
         ]
         layout = pack_ddtree_verify_batch(trees, width).to(hidden_states.device)
         self._ddtree = DDTreeStep(layout=layout)
