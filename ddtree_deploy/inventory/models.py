@@ -16,6 +16,22 @@ DEFAULT_STATE_DIR = "/var/lib/ddtree-deploy"
 # become_user: a POSIX-style login name (useradd's rule, upper case allowed, 32 chars) or
 # sudo's "#UID" form; it is passed to `sudo -u` as one argument, so it never starts with "-".
 USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|#[0-9]{1,10}")
+# The start-up watchdog's defaults (service.fail_patterns / progress_patterns), read from
+# real sglang 0.5.13.post1 and 0.5.23 logs. A Python traceback is NOT a fail pattern: both
+# log non-fatal ones while starting ("Can not initialize OpenAIServingResponses, error:
+# Traceback", and a bare "Traceback (most recent call last):" after "post-warmup freeze_gc
+# failed"), and the server comes up healthy.
+DEFAULT_FAIL_PATTERNS = (
+    r"Scheduler hit an exception",
+    r"Received sigquit from a child process",
+    r"CUDA out of memory",
+    r"torch\.OutOfMemoryError",
+)
+DEFAULT_PROGRESS_PATTERNS = (
+    r"Load weight end",
+    r"Capture cuda graph end",
+    r"The server is fired up and ready to roll",
+)
 # Docker's and podman's container names (or an id): no leading '-', so never an option.
 CONTAINER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
@@ -46,6 +62,14 @@ class ServiceSpec(_Strict):
     health_url: str = DEFAULT_HEALTH_URL
     ready_timeout_s: float = Field(default=600.0, gt=0)
     poll_interval_s: float = Field(default=1.0, gt=0)
+    # Start-up watchdog over the lines log_file gains while the server starts (Python
+    # regexes, searched in each line): a fail pattern ends the health wait at once, a
+    # progress pattern becomes an info event with the time it came.
+    fail_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_PATTERNS))
+    progress_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_PROGRESS_PATTERNS))
+    # A `command` restart finds processes of the stopped instance still holding the health
+    # port (or orphaned sglang:: processes): true ends them, false refuses to start.
+    kill_leftovers: bool = False
 
     @field_validator("start", "stop", "status")
     @classmethod
@@ -65,6 +89,18 @@ class ServiceSpec(_Strict):
         if value is not None:
             if not value.startswith("/") or "/../" in value + "/" or "\x00" in value:
                 raise ValueError(f"must be an absolute path without '..', got {value!r}")
+        return value
+
+    @field_validator("fail_patterns", "progress_patterns")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern:
+                raise ValueError("an empty pattern matches every line")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {pattern!r}: {exc}") from exc
         return value
 
     @field_validator("health_url")

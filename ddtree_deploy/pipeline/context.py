@@ -105,6 +105,7 @@ class HostRun:
                 continue
             if stage != stages[0]:
                 self.recorder.start(stage)
+            self._report_service_findings(stage, results)
             duration_s = sum(r.duration_s for r in results)
             failed = next((r for r in results if not r.ok), None)
             if failed is not None:
@@ -116,6 +117,23 @@ class HostRun:
             note = (halted.note or "") if halted is not None else ""
             self.recorder.ok(stage, note, duration_s=duration_s)
         return response
+
+    def _report_service_findings(self, stage: str, results: list[OpResult]) -> None:
+        """Info events for what the restart and health ops saw on the way: the clean-start
+        check (leftovers ended, the GPU check's note) and the start-up watchdog's progress
+        lines, in the order they came, each with its time since the start."""
+        for result in results:
+            data = result.data if isinstance(result.data, dict) else {}
+            for proc in data.get("leftovers_ended") or ():
+                message = f"ended leftover pid {proc['pid']} ({proc['why']}): {proc['cmdline']}"
+                self.recorder.info(stage, message, {"leftover": proc})
+            if result.op == "restart" and "gpu" in data:
+                found = len(data.get("leftovers_ended") or ())
+                clean = f"ended {found} leftover processes" if found else "nothing left behind"
+                self.recorder.info(stage, f"clean start: {clean}; {data['gpu']}")
+            for mark in data.get("progress") or ():
+                message = f"after {mark['after_s']}s: {mark['line']}"
+                self.recorder.info(stage, message, {"progress": mark})
 
     def ask(
         self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()

@@ -299,6 +299,9 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
         poll_interval_s=spec.poll_interval_s,
         api_key_file=host.smoke.api_key_file,
         api_key_env=host.smoke.api_key_env,
+        fail_patterns=list(spec.fail_patterns),
+        progress_patterns=list(spec.progress_patterns),
+        kill_leftovers=spec.kill_leftovers,
     )
     return [
         ("restart", Op.of(wire.RestartArgs(service=service))),

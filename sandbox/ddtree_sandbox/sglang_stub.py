@@ -9,7 +9,10 @@ The server first imports the host's real (possibly patched) sglang modules, so a
 really breaks it: the traceback goes to the log, it exits non-zero and never becomes healthy.
 It then serves ``GET /health_generate`` (503 during ``startup_delay_s``, then 200),
 ``GET /server_info`` and ``POST /generate``, with numbers taken from ``stub.json``. Test knobs
-in ``stub.json``: ``never_ready`` (health stays 503) and ``fail_start`` (exit 1 at once).
+in ``stub.json``: ``never_ready`` (health stays 503), ``fail_start`` (exit 1 at once) and
+``leftover_child`` (a child in a session of its own keeps the listening socket open after the
+server is stopped: what a killed sglang leaves behind). It logs sglang's "Load weight end"
+line after the imports and its "fired up" line when ready (the start-up watchdog's marks).
 ``api_key`` (sglang's ``--api-key``): every route but ``/health*`` and ``/metrics`` then answers
 401 ``{"error": "Unauthorized"}`` without ``Authorization: Bearer KEY``, and ``/server_info``
 echoes the key, as sglang's (it returns its server args) does.
@@ -50,6 +53,7 @@ DEFAULTS = {
     "startup_delay_s": 0.5,
     "never_ready": False,
     "fail_start": False,
+    "leftover_child": False,
     "api_key": None,
 }
 
@@ -273,9 +277,18 @@ def cmd_serve() -> int:
         log("importing sglang failed: exiting 1")
         return 1
     log(f"imported sglang {version} from {sys.modules['sglang'].__file__}")
+    log("Load weight end. (stub: no weights)")
     state = StubState(config, version)
     server = ThreadingHTTPServer((config["host"], int(config["port"])), make_handler(state))
     server.daemon_threads = True
+    if config["leftover_child"]:
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)"],
+            pass_fds=[server.socket.fileno()],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
+        log(f"leftover_child: pid {child.pid} holds the listening socket")
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     if not config["never_ready"]:
         delay_s = max(0.0, state.ready_at - time.monotonic())

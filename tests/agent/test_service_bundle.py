@@ -19,11 +19,9 @@ from ddtree_deploy.inventory.models import Host, ServiceSpec
 from ddtree_deploy.stages import op_builders as ops
 from tests.agent.test_ops_bundle import prepared
 
-SERVICE = textwrap.dedent(
+# The service scripts' `pid()`: the server's pid from `pidfile` while it runs, else None.
+PID_OF = textwrap.dedent(
     """\
-    import os, signal, subprocess, sys
-    here = os.path.dirname(os.path.abspath(__file__))
-    pidfile, port = os.path.join(here, "pid"), sys.argv[2]
     def pid():
         try:
             value = int(open(pidfile).read())
@@ -31,6 +29,19 @@ SERVICE = textwrap.dedent(
             return value
         except (OSError, ValueError):
             return None
+    """
+)
+SERVICE = (
+    textwrap.dedent(
+        """\
+    import os, signal, subprocess, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    pidfile, port = os.path.join(here, "pid"), sys.argv[2]
+    """
+    )
+    + PID_OF
+    + textwrap.dedent(
+        """\
     if sys.argv[1] == "start":
         log = open(os.path.join(here, "server.log"), "a")
         proc = subprocess.Popen([sys.executable, "-m", "http.server", port, "--bind", "127.0.0.1"],
@@ -43,6 +54,7 @@ SERVICE = textwrap.dedent(
     else:
         sys.exit(0 if pid() else 3)
     """
+    )
 )
 
 
@@ -74,7 +86,8 @@ def test_restart_then_health_answer_200(service_host):
     fake_host, host = service_host
     answer = fake_host.call_ops(*[op for _, op in ops.service_ops(host)])
     assert answer.ok, answer
-    assert answer.result("restart").data == {"restarted": True}
+    gpu = "GPU check skipped: no nvidia-smi on the host"  # this machine has none
+    assert answer.result("restart").data == {"restarted": True, "gpu": gpu}
     assert answer.result("health").data["healthy"] is True
 
 
@@ -133,7 +146,7 @@ def test_health_asks_at_once_then_backs_off_from_milliseconds(fake_host):
         server.shutdown()
         server.server_close()
     assert answer.ok, answer
-    assert answer.result("health").data == {"healthy": True, "polls": 4}
+    assert answer.result("health").data == {"healthy": True, "polls": 4, "progress": []}
     assert server.gets == 4  # type: ignore[attr-defined]
 
 

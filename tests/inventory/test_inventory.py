@@ -105,6 +105,14 @@ BAD = {
         '[hosts.x]\naddress = "h"\n[hosts.x.service]\nhealth_url = "localhost:1"\n',
         "health_url must be http",
     ),
+    "bad_fail_pattern": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nfail_patterns = ["CUDA (out"]\n',
+        "key 'service.fail_patterns': Value error, not a regular expression: 'CUDA (out'",
+    ),
+    "empty_progress_pattern": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nprogress_patterns = [""]\n',
+        "an empty pattern matches every line",
+    ),
     "unsplittable_command": (
         '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "command"\n'
         'start = "run \'unclosed"\nstop = "x"\n',

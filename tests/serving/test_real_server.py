@@ -125,7 +125,10 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
 
 @pytest.mark.parametrize(
     "variant",
-    ["mask", pytest.param("walk", marks=pytest.mark.serving_full),
+    # all three in make test-serving only (CI time: 111 s each); make test proves the same
+    # lossless gate with 2.1.0's dropped mask on sglang 0.5.23 (tests/serving_v2)
+    [pytest.param("mask", marks=pytest.mark.serving_full),
+     pytest.param("walk", marks=pytest.mark.serving_full),
      pytest.param("kv", marks=pytest.mark.serving_full)],
 )  # fmt: skip
 def test_a_lossy_ddtree_fails_the_lossless_gate_and_rolls_back(serving, variant):

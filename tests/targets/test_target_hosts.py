@@ -74,6 +74,9 @@ def summaries(events: list[dict]) -> dict[str, dict]:
     return {e["host"]: e for e in events if e["stage"] == "summary"}
 
 
+# make test-serving (CI time: 64 s): 2.1.0 supersedes 2.0.0 on 0.5.23 and tests/serving_v2
+# pushes it to real 0.5.23 servers with every suite in make test
+@pytest.mark.serving_full
 def test_push_ddtree_200_to_real_sglang_0523(sandbox_factory):
     sandbox = sandbox_factory(1, sglang_version=V0523, names=["new0"])
     host = sandbox.hosts[0]

@@ -8,12 +8,13 @@ import time
 
 from .api_key import read_api_key, redact
 from .files import write_atomic
+from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
 from .wire_results import SmokeResult
 
 LOG_TIMEOUT_S = 30
 STATUS_TIMEOUT_S = 30
-HEALTH_REQUEST_TIMEOUT_S = 10
+HEALTH_REQUEST_TIMEOUT_S = 20  # sglang's own health probe may take up to 20 s: never cut it
 STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
 FIRST_RETRY_S = 0.005  # health: the wait after the first refused poll, doubled up to the interval
 
@@ -54,8 +55,15 @@ def _read_log(service):
 
 
 def op_restart(ctx, args):
-    """Restart the service (systemctl restart + is-active, or the stop/start/status argv);
-    return {"restarted": True}, or {"skipped": True} for kind "none".
+    """Restart the service (systemctl restart + is-active, or stop, clean-start check,
+    start, status); return {"restarted": True} (plus "leftovers_ended" and "gpu" when the
+    check ran), or {"skipped": True} for kind "none".
+
+    Clean start (`command` services): after the stop, a process still listening on the
+    health URL's port or an orphaned sglang:: process of this user would make the start fail
+    (address in use, CUDA out of memory), and the rollback's start after it. With
+    kill_leftovers they are ended (TERM, then KILL); otherwise the restart fails naming them.
+    Where the service's log ends is kept in ctx for the health op's watchdog.
 
     Raises OpFailed(restart_failed) with the command's output and the service log.
     """
@@ -66,33 +74,78 @@ def op_restart(ctx, args):
             ["systemctl", "is-active", service.unit],
         ]
     elif service.kind == "command":
-        steps = [service.stop, service.start] + ([service.status] if service.status else [])
+        steps = [service.start] + ([service.status] if service.status else [])
     elif service.kind == "container":  # only the host can: relay.py runs it there
         message = "a container service restarts from the host, but the request names no container"
         raise OpFailed(Code.RESTART_FAILED, message)
     else:
         return {"skipped": True}
+    result = {"restarted": True}
+    if service.kind == "command":
+        _run_step(service, service.stop, args.timeout_s)
+        result.update(_clean_start(service))
+    ctx.service_start = (log_size(service.log_file), time.monotonic())
     for argv in steps:
-        rc, output = run_argv(argv, args.timeout_s)
-        if rc != 0:
-            raise OpFailed(
-                Code.RESTART_FAILED,
-                "%s exited %s" % (" ".join(argv), rc),
-                {"output": output, "log": _service_log(service)},
-            )
-    return {"restarted": True}
+        _run_step(service, argv, args.timeout_s)
+    return result
+
+
+def _run_step(service, argv, timeout_s):
+    """Run one service command; raise OpFailed(restart_failed) when it exits non-zero."""
+    rc, output = run_argv(argv, timeout_s)
+    if rc != 0:
+        raise OpFailed(
+            Code.RESTART_FAILED,
+            "%s exited %s" % (" ".join(argv), rc),
+            {"output": output, "log": _service_log(service)},
+        )
+
+
+def _clean_start(service):
+    """Check that the stopped instance left nothing behind; end what it left when
+    kill_leftovers, else raise OpFailed(restart_failed) naming the pids.
+
+    Returns {"gpu": note} and, when processes were ended, {"leftovers_ended": [...]}.
+    """
+    note, apps = gpu_apps()
+    found = find_leftovers(service.health_url)
+    if not found:
+        return {"gpu": note}
+    used = {app["pid"]: app["used_mib"] for app in apps}
+    for proc in found:
+        if proc["pid"] in used:
+            proc["gpu_mib"] = used[proc["pid"]]
+    shown = "; ".join("pid %(pid)s (%(why)s: %(cmdline)s)" % p for p in found)
+    if not service.kill_leftovers:
+        message = (
+            "the stopped service left processes behind: %s; not starting beside them "
+            "(end them, or set kill_leftovers = true)" % shown
+        )
+        raise OpFailed(Code.RESTART_FAILED, message, {"leftovers": found, "gpu": note})
+    alive = end_processes([p["pid"] for p in found])
+    if alive:
+        message = "leftover processes did not end after SIGKILL: %s" % alive
+        raise OpFailed(Code.RESTART_FAILED, message, {"leftovers": found, "gpu": note})
+    return {"leftovers_ended": found, "gpu": note}
 
 
 def op_health(ctx, args):
     """Poll the service's health_url from the host until HTTP 200; return
-    {"healthy": True, "polls": n}, or {"skipped": True} for kind "none" (unless force).
+    {"healthy": True, "polls": n, "progress": [...]}, or {"skipped": True} for kind "none"
+    (unless force).
 
     The first poll goes at once; after a refusal the wait starts at FIRST_RETRY_S and
     doubles up to the service's poll_interval_s, so a server that is up within milliseconds
     of its start (or of the restart op's status) costs milliseconds, not a whole interval.
 
-    Raises OpFailed(unhealthy) after ready_timeout_s seconds, or as soon as a `command`
-    service's status says it stopped. The probe ignores http_proxy (it is a local URL).
+    Watchdog: every poll also reads the lines the service's log_file gained since the
+    start (ctx.service_start, set by restart; else since this op began). A line matching a
+    fail pattern ends the wait at once; lines matching progress patterns come back as
+    "progress" ({"after_s", "pattern", "line"}, in order), with the answer or the failure.
+
+    Raises OpFailed(unhealthy) after ready_timeout_s seconds, as soon as a fail pattern
+    matches, or as soon as a `command` service's status says it stopped. The probe ignores
+    http_proxy (it is a local URL).
     """
     import urllib.error  # here, not at the top: it costs tens of ms on every other request
     import urllib.request
@@ -101,7 +154,15 @@ def op_health(ctx, args):
     if service.kind == "none" and not args.force:
         return {"skipped": True}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + float(service.ready_timeout_s)
+    offset, started = getattr(ctx, "service_start", None) or (
+        log_size(service.log_file),
+        time.monotonic(),
+    )
+    key = read_api_key(service.api_key_file, service.api_key_env)[0]
+    watch = LogWatch(
+        service.log_file, offset, service.fail_patterns, service.progress_patterns, started, key
+    )
+    deadline = started + float(service.ready_timeout_s)
     last, polls = "no answer yet", 0
     interval_s, wait_s = float(service.poll_interval_s), FIRST_RETRY_S
     while True:
@@ -109,28 +170,46 @@ def op_health(ctx, args):
         try:
             with opener.open(service.health_url, timeout=HEALTH_REQUEST_TIMEOUT_S) as resp:
                 if resp.status == 200:
-                    return {"healthy": True, "polls": polls}
+                    watch.poll()
+                    return {"healthy": True, "polls": polls, "progress": watch.progress}
                 last = "HTTP %s" % resp.status
         except urllib.error.HTTPError as exc:
             last = "HTTP %s" % exc.code
         except (OSError, ValueError) as exc:
             last = str(getattr(exc, "reason", exc))
+        failed = watch.poll()
+        waited = "after %.1fs" % (time.monotonic() - started)
+        if failed is not None:
+            message = "the service log matched fail pattern %r %s: %s" % (
+                failed[0],
+                waited,
+                failed[1],
+            )
+            _unhealthy(service, message, watch)
         if time.monotonic() >= deadline:
             message = "%s not ready after %ss (last: %s)" % (
                 service.health_url,
                 service.ready_timeout_s,
                 last,
             )
-            raise OpFailed(Code.UNHEALTHY, message, {"log": _service_log(service)})
+            _unhealthy(service, message, watch)
         if _service_exited(service, polls):
-            message = "the service exited while starting (%s says stopped; %s last: %s)" % (
+            message = "the service exited while starting, %s (%s says stopped; %s last: %s)" % (
+                waited,
                 " ".join(service.status),
                 service.health_url,
                 last,
             )
-            raise OpFailed(Code.UNHEALTHY, message, {"log": _service_log(service)})
+            _unhealthy(service, message, watch)
         time.sleep(max(0.0, min(wait_s, interval_s, deadline - time.monotonic())))
         wait_s = min(wait_s * 2, interval_s)
+
+
+def _unhealthy(service, message, watch):
+    """Raise OpFailed(unhealthy) with the log tail and the progress seen so far."""
+    raise OpFailed(
+        Code.UNHEALTHY, message, {"log": _service_log(service), "progress": watch.progress}
+    )
 
 
 def _service_exited(service, polls):

@@ -14,6 +14,9 @@ class Service(Record):
 
     api_key_file / api_key_env: where the server's API key is on the host, so the log tail
     sent back with a failure has it redacted (sglang logs its server args at start).
+    fail_patterns / progress_patterns: regexes the health op matches against the lines the
+    log_file gains while the server starts; kill_leftovers: the restart ends what a stopped
+    instance left behind instead of refusing to start beside it.
     """
 
     kind: str
@@ -28,6 +31,9 @@ class Service(Record):
     poll_interval_s: float = 1.0
     api_key_file: Optional[str] = None
     api_key_env: Optional[str] = None
+    fail_patterns: List[str] = dataclasses.field(default_factory=list)
+    progress_patterns: List[str] = dataclasses.field(default_factory=list)
+    kill_leftovers: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
