@@ -130,7 +130,10 @@ class HostRun:
             if result.op == "restart" and "gpu" in data:
                 found = len(data.get("leftovers_ended") or ())
                 clean = f"ended {found} leftover processes" if found else "nothing left behind"
-                self.recorder.info(stage, f"clean start: {clean}; {data['gpu']}")
+                summary = {"leftovers_ended": found, "gpu": data["gpu"]}
+                self.recorder.info(
+                    stage, f"clean start: {clean}; {data['gpu']}", {"clean_start": summary}
+                )
             for mark in data.get("progress") or ():
                 message = f"after {mark['after_s']}s: {mark['line']}"
                 self.recorder.info(stage, message, {"progress": mark})

@@ -77,9 +77,11 @@ def test_a_good_push_reports_the_start_marks_and_the_clean_start(deploy):
     assert done.returncode == 0, done.stderr[-3000:]
     events = events_of(done.stdout)
     infos = [e for e in events if e["event"] == "info" and e["stage"] in ("restart", "health")]
-    restart = [e["message"] for e in infos if e["stage"] == "restart"]
-    assert restart == ["clean start: nothing left behind; GPU check skipped: no nvidia-smi on "
-                       "the host"]  # fmt: skip
+    restart = [(e["message"], e["data"]) for e in infos if e["stage"] == "restart"]
+    gpu = "GPU check skipped: no nvidia-smi on the host"
+    assert restart == [(f"clean start: nothing left behind; {gpu}",
+                        {"clean_start": {"leftovers_ended": 0, "gpu": gpu}})]  # fmt: skip
+    assert all(isinstance(e["data"], dict) for e in events if e["event"] == "info")
     marks = [e["data"]["progress"] for e in infos if e["stage"] == "health"]
     assert marks and marks[0]["pattern"] == "Load weight end", marks
     assert [m["after_s"] for m in marks] == sorted(m["after_s"] for m in marks)
