@@ -138,10 +138,19 @@ def _with_gates(
 
 
 def _merge(defaults: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
+    """The host's table over [defaults], sub-tables key by key; each of the host's
+    [[hosts.NAME.services]] over [defaults.service] (its shared keys: kind, timeouts...)."""
     merged = {**defaults, **table}
     for sub in _SUBTABLES:
         if isinstance(defaults.get(sub), dict) and isinstance(table.get(sub), dict):
             merged[sub] = {**defaults[sub], **table[sub]}
+    services, shared = table.get("services"), defaults.get("service")
+    if isinstance(services, list) and "service" not in table:
+        merged.pop("service", None)
+        if isinstance(shared, dict):
+            merged["services"] = [
+                {**shared, **entry} if isinstance(entry, dict) else entry for entry in services
+            ]
     return merged
 
 
@@ -155,9 +164,12 @@ def _build_host(name: str, data: dict[str, Any], source: str) -> Host:
         return Host(name=name, **data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "?"
+        key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             raise InventoryError(f"{source}: host {name!r}: unknown key {key!r}") from None
+        if not key:  # a rule over several keys: its message names them
+            message = err["msg"].removeprefix("Value error, ")
+            raise InventoryError(f"{source}: host {name!r}: {message}") from None
         raise InventoryError(f"{source}: host {name!r}: key {key!r}: {err['msg']}") from None
     except TypeError as exc:  # e.g. `name` given twice
         raise InventoryError(f"{source}: host {name!r}: {exc}") from None

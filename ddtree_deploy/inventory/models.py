@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,6 +34,8 @@ DEFAULT_PROGRESS_PATTERNS = (
 )
 # Docker's and podman's container names (or an id): no leading '-', so never an option.
 CONTAINER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+# A service's name in events and status (a systemd unit name fits: sglang@0.service).
+SERVICE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$"
 
 
 class _Strict(BaseModel):
@@ -50,6 +52,9 @@ class ServiceSpec(_Strict):
     # container: `RUNTIME restart NAME` on the host (the host's `container`), health polled by
     # the agent inside the container (where the server listens).
     kind: Literal["systemd", "command", "container", "none"] = "none"
+    # How events and `status` name this service (default: its unit, else "service" or,
+    # among several, "service<N>" by position).
+    name: str | None = Field(default=None, pattern=SERVICE_NAME)
     unit: str | None = None
     start: str | None = None
     stop: str | None = None
@@ -117,6 +122,11 @@ class ServiceSpec(_Strict):
         if self.kind == "command" and not (self.start and self.stop):
             raise ValueError("kind = 'command' needs 'start' and 'stop'")
         return self
+
+    def label(self, position: int | None = None) -> str:
+        """The service's name: `name`, else its unit, else service<position> ("service"
+        for a host's only service)."""
+        return self.name or self.unit or f"service{'' if position is None else position}"
 
     def argv(self, action: Literal["start", "stop", "status"]) -> list[str] | None:
         """The argv for a `command` service action, or None when not configured."""
@@ -212,7 +222,16 @@ class Host(_Strict):
     groups: tuple[str, ...] = ()
     gpus: int = Field(default=0, ge=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
+    # The host's server: `service` (one), or `services` (several servers of one env, e.g. one
+    # per GPU), restarted in this order; `service` is then the first of them (the one the
+    # serving gate and the after-restart suites measure through smoke.server_url).
+    services: tuple[ServiceSpec, ...] = ()  # before `service`: its errors name services.N
     service: ServiceSpec = ServiceSpec()
+    # Between two of several services' restarts: None waits for each to answer health
+    # before restarting the next (servers that load weights at the same time choke, and
+    # share GPU memory); a number of seconds starts the next that long after the last and
+    # polls every health after the last start.
+    stagger_s: float | None = Field(default=None, ge=0)
     smoke: SmokeSpec = SmokeSpec()
     serve: ServeOverrides = ServeOverrides()
     # The serving gate for this host: [defaults.gate] < [groups.G.gate] (in the host's group
@@ -237,11 +256,50 @@ class Host(_Strict):
             raise ValueError(f"must be a user name (or #UID), got {value!r}")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _first_service(cls, data: Any) -> Any:
+        """With `services`, `service` is the first of them; giving both is an error."""
+        if isinstance(data, dict) and data.get("services"):
+            if "service" in data:
+                raise ValueError("give one [service] table or [[services]] tables, not both")
+            data = {**data, "service": data["services"][0]}
+        return data
+
     @model_validator(mode="after")
     def _container_service(self) -> Host:
         if self.service.kind == "container" and not self.container:
             raise ValueError("service kind = 'container' needs the host's 'container'")
         return self
+
+    @model_validator(mode="after")
+    def _several_services(self) -> Host:
+        """Several services: all restartable, no container, unique names, one serve file."""
+        if len(self.services) < 2:
+            return self
+        for spec in self.services:
+            if spec.kind in ("none", "container"):
+                raise ValueError(
+                    f"services: kind = {spec.kind!r} cannot be one of several services "
+                    "(a container host's one service restarts its container)"
+                )
+        names = [name for _, name in self.named_services()]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"services: two services are named {twice[0]!r} (set 'name')")
+        files = sorted({str(spec.args_file) for spec in self.services})
+        if len(files) > 1:  # "None" among them: a service that reads no serve file
+            raise ValueError(
+                "services: the servers of one env read one serve file (one [serve] per "
+                f"host): give each the same args_file, got {files[0]!r} and {files[1]!r}"
+            )
+        return self
+
+    def named_services(self) -> tuple[tuple[ServiceSpec, str], ...]:
+        """The services a restart restarts, in order, each with its name; () for kind none."""
+        if len(self.services) > 1:
+            return tuple((spec, spec.label(i)) for i, spec in enumerate(self.services, 1))
+        return () if self.service.kind == "none" else ((self.service, self.service.label()),)
 
     @property
     def label(self) -> str:

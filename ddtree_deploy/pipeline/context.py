@@ -99,6 +99,8 @@ class HostRun:
             by_stage.setdefault(stage, []).append(result)
         if stages[0] not in by_stage:  # the agent refused the whole request
             self.recorder.fail(stages[0], response.error or "no answer")
+        if len(self.host.named_services()) > 1:
+            self._report_each_service(steps, response.results)
         for stage in stages:
             results = by_stage.get(stage)
             if not results:
@@ -117,6 +119,18 @@ class HostRun:
             note = (halted.note or "") if halted is not None else ""
             self.recorder.ok(stage, note, duration_s=duration_s)
         return response
+
+    def _report_each_service(self, steps: Sequence[Step], results: list[OpResult]) -> None:
+        """On a host with several services: one info event per service restarted or healthy,
+        in the order the host ran them (a stage's events gather its ops, so restart and
+        health of interleaved services would otherwise lose their order)."""
+        for (stage, _), result in zip(steps, results, strict=False):
+            data = result.data if isinstance(result.data, dict) else {}
+            if result.ok and result.op in ("restart", "health") and "service" in data:
+                done = "restarted" if result.op == "restart" else "healthy"
+                name, took = data["service"], round(result.duration_s, 3)
+                message = f"{name}: {done} in {took}s"
+                self.recorder.info(stage, message, {"service": name, result.op: took})
 
     def _report_service_findings(self, stage: str, results: list[OpResult]) -> None:
         """Info events for what the restart and health ops saw on the way: the clean-start

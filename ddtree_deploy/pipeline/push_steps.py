@@ -68,8 +68,29 @@ class PushSteps:
         )
 
     def steps(self, stages: tuple[Stage, ...]) -> list[Step]:
-        """The (stage, op) pairs a request of `stages` sends in this push (empty: not sent)."""
-        return [(stage, op) for stage in stages for op in self.stage_ops(stage)]
+        """The (stage, op) pairs a request of `stages` sends in this push (empty: not sent).
+
+        restart and health of several services interleave in the order service_ops gives
+        (each service's health before the next one's restart, unless staggered).
+        """
+        if Stage.RESTART in stages and Stage.HEALTH in stages:
+            restarting = self.service_steps()
+            return [
+                pair
+                for stage in stages
+                if stage != Stage.HEALTH
+                for pair in (restarting if stage == Stage.RESTART else self._of(stage))
+            ]
+        return [pair for stage in stages for pair in self._of(stage)]
+
+    def _of(self, stage: Stage) -> list[Step]:
+        return [(stage, op) for op in self.stage_ops(stage)]
+
+    def service_steps(self) -> list[Step]:
+        """Every service's restart and health, in order; [] when this push restarts nothing."""
+        if not self.restarts:
+            return []
+        return [(Stage(name), op) for name, op in ops.service_ops(self.run.host)]
 
     def stage_ops(self, stage: Stage) -> list[Op]:
         """The ops `stage` sends in this push; [] when the stage does not run here."""

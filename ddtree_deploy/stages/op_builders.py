@@ -13,6 +13,7 @@ from typing import Any
 from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.host import wire
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.inventory.models import ServiceSpec
 from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
 from ddtree_deploy.stages.serve_file import ServeFile, render_serve_file
 
@@ -281,13 +282,36 @@ def lossless_options(host: Host, prepared: PreparedPatchset, mode: str) -> dict[
 
 
 def service_ops(host: Host) -> list[tuple[str, Op]]:
-    """Return restart + health (stage name, op) pairs for a host with a service; nothing
-    for kind = "none". Commands travel as argv lists: no shell on the host."""
-    if host.service.kind == "none":
-        return []
-    spec = host.service
-    service = wire.Service(
+    """Return the (stage name, op) pairs that restart every service of the host and wait
+    for its health; nothing for kind = "none". Commands travel as argv lists: no shell.
+
+    Several services restart in inventory order. By default each answers health before
+    the next restarts (restart a, health a, restart b, health b); with `stagger_s` each
+    starts that long after the one before and the health waits follow the last start.
+    """
+    named = host.named_services()
+    records = [_service_record(host, spec, name) for spec, name in named]
+    if len(records) < 2 or host.stagger_s is None:
+        return [
+            pair
+            for service in records
+            for pair in (
+                ("restart", Op.of(wire.RestartArgs(service=service))),
+                ("health", Op.of(wire.HealthArgs(service=service))),
+            )
+        ]
+    restarts = [
+        ("restart", Op.of(wire.RestartArgs(service=service, after_s=host.stagger_s if i else 0.0)))
+        for i, service in enumerate(records)
+    ]
+    return restarts + [("health", Op.of(wire.HealthArgs(service=s))) for s in records]
+
+
+def _service_record(host: Host, spec: ServiceSpec, name: str) -> wire.Service:
+    """One service as the agent's wire.Service (argv lists, the API key's location)."""
+    return wire.Service(
         kind=spec.kind,
+        name=name,
         unit=spec.unit,
         start=spec.argv("start"),
         stop=spec.argv("stop"),
@@ -303,10 +327,6 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
         progress_patterns=list(spec.progress_patterns),
         kill_leftovers=spec.kill_leftovers,
     )
-    return [
-        ("restart", Op.of(wire.RestartArgs(service=service))),
-        ("health", Op.of(wire.HealthArgs(service=service))),
-    ]
 
 
 def restore_op(deploy_id: str) -> Op:

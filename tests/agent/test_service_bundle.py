@@ -87,7 +87,7 @@ def test_restart_then_health_answer_200(service_host):
     answer = fake_host.call_ops(*[op for _, op in ops.service_ops(host)])
     assert answer.ok, answer
     gpu = "GPU check skipped: no nvidia-smi on the host"  # this machine has none
-    assert answer.result("restart").data == {"restarted": True, "gpu": gpu}
+    assert answer.result("restart").data == {"restarted": True, "service": "service", "gpu": gpu}
     assert answer.result("health").data["healthy"] is True
 
 
@@ -98,7 +98,7 @@ def test_a_service_that_will_not_start_fails_restart_with_its_log(service_host):
         name="x", address="local", service=broken))])  # fmt: skip
     assert answer.failed.op == "restart" and answer.failed.code == Code.RESTART_FAILED
     assert "false exited 1" in answer.failed.error
-    assert set(answer.failed.data) == {"output", "log"}
+    assert set(answer.failed.data) == {"output", "log", "service"}
 
 
 def test_health_gives_up_when_the_server_stops_or_never_answers(service_host):
@@ -146,7 +146,8 @@ def test_health_asks_at_once_then_backs_off_from_milliseconds(fake_host):
         server.shutdown()
         server.server_close()
     assert answer.ok, answer
-    assert answer.result("health").data == {"healthy": True, "polls": 4, "progress": []}
+    data = answer.result("health").data
+    assert data == {"healthy": True, "polls": 4, "progress": [], "service": "service"}
     assert server.gets == 4  # type: ignore[attr-defined]
 
 

@@ -94,6 +94,32 @@ BAD = {
         '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "systemd"\n',
         "needs 'unit'",
     ),
+    "service_and_services": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "none"\n'
+        '[[hosts.x.services]]\nkind = "systemd"\nunit = "a"\n',
+        "host 'x': give one [service] table or [[services]] tables, not both",
+    ),
+    "services_same_name": (
+        '[hosts.x]\naddress = "h"\n[[hosts.x.services]]\nkind = "systemd"\nunit = "a"\n'
+        '[[hosts.x.services]]\nkind = "systemd"\nunit = "a"\n',
+        "host 'x': services: two services are named 'a' (set 'name')",
+    ),
+    "services_two_serve_files": (
+        '[hosts.x]\naddress = "h"\n[[hosts.x.services]]\nkind = "systemd"\nunit = "a"\n'
+        'args_file = "/e/a.env"\n[[hosts.x.services]]\nkind = "systemd"\nunit = "b"\n',
+        "services: the servers of one env read one serve file",
+    ),
+    "services_with_a_none": (
+        '[hosts.x]\naddress = "h"\n[[hosts.x.services]]\nkind = "systemd"\nunit = "a"\n'
+        '[[hosts.x.services]]\nkind = "none"\n',
+        "kind = 'none' cannot be one of several services",
+    ),
+    "services_bad_name": (
+        '[hosts.x]\naddress = "h"\n[[hosts.x.services]]\nkind = "systemd"\nunit = "a"\n'
+        'name = "-a b"\n',
+        "key 'services.0.name'",
+    ),
+    "negative_stagger": ('[hosts.x]\naddress = "h"\nstagger_s = -1\n', "key 'stagger_s'"),
     "duplicate_host": (
         '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "h"\n',
         "host 'y': duplicate of host 'x'",
@@ -174,3 +200,21 @@ def test_env_var_names_the_default_inventory(tmp_path):
 def test_parse_inventory_is_pure():
     inv = parse_inventory({"hosts": {"x": {"address": "h", "transport": "local"}}}, "mem")
     assert inv.hosts["x"].transport == "local"
+
+
+def test_services_merge_over_the_default_service_table_in_order(tmp_path):
+    inv = tmp_path / "inv.toml"
+    inv.write_text(
+        '[defaults.service]\nkind = "command"\nstart = "s"\nstop = "t"\nready_timeout_s = 900\n'
+        '[hosts.x]\naddress = "h"\nstagger_s = 5\n'
+        '[[hosts.x.services]]\nname = "gpu0"\nhealth_url = "http://h:30000/health"\n'
+        '[[hosts.x.services]]\nkind = "systemd"\nunit = "sglang@1.service"\n'
+        '[hosts.y]\naddress = "i"\n'
+    )
+    hosts = load_inventory(inv).hosts
+    x = hosts["x"]
+    assert [name for _, name in x.named_services()] == ["gpu0", "sglang@1.service"]
+    assert [s.ready_timeout_s for s in x.services] == [900, 900]  # [defaults.service] keys
+    assert x.services[1].kind == "systemd" and x.service == x.services[0]  # the first leads
+    assert x.stagger_s == 5
+    assert [name for _, name in hosts["y"].named_services()] == ["service"]  # the one-table case

@@ -76,3 +76,33 @@ def test_isolated_imports_reaches_the_suite_from_the_inventory_or_the_flag():
     flagged = with_isolated_imports([plain, keyed], True)
     assert [imports_options(h)["isolated"] for h in flagged] == [True, True]
     assert with_isolated_imports([plain], False) == [plain]
+
+
+def _two_services(stagger_s: float | None) -> Host:
+    one = ServiceSpec(kind="command", name="gpu0", start="a", stop="b")
+    two = ServiceSpec(kind="systemd", unit="sglang@1.service")
+    return Host(name="h", address="a", services=(one, two), stagger_s=stagger_s)
+
+
+def test_several_services_restart_in_order_each_healthy_before_the_next():
+    pairs = ops.service_ops(_two_services(None))
+    shown = [(stage, op.typed_args().service.name) for stage, op in pairs]
+    assert shown == [
+        ("restart", "gpu0"),
+        ("health", "gpu0"),
+        ("restart", "sglang@1.service"),
+        ("health", "sglang@1.service"),
+    ]
+    assert all(op.typed_args().after_s == 0 for stage, op in pairs if stage == "restart")
+
+
+def test_staggered_services_start_apart_then_answer_health():
+    pairs = ops.service_ops(_two_services(7.5))
+    shown = [(stage, op.typed_args().service.name) for stage, op in pairs]
+    assert shown == [
+        ("restart", "gpu0"),
+        ("restart", "sglang@1.service"),
+        ("health", "gpu0"),
+        ("health", "sglang@1.service"),
+    ]
+    assert [op.typed_args().after_s for stage, op in pairs if stage == "restart"] == [0, 7.5]

@@ -16,7 +16,9 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     api_key.py       the server's API key read on the host; which paths need it; redaction
     ops_plan.py      facts, check_plan, lock_acquire/lock_release, journal
     ops_files.py     backup, install, compile, restore, prune
-    ops_service.py   restart, health, smoke
+    ops_service.py   restart, health (start-up watchdog)
+    ops_smoke.py     smoke (the suite scripts)
+    service_watch.py the start-up watchdog's log reader; leftovers of a stopped server
     ops_capture.py   edits: the package's files that differ from its RECORD, and their bytes
     main.py          OPS table, flock, handle/run_ops, the stdin loop
 """

@@ -48,12 +48,12 @@ OPS = {
     "prune": _op("ops_files", "op_prune"),
     "restart": _op("ops_service", "op_restart"),
     "health": _op("ops_service", "op_health"),
-    "smoke": _op("ops_service", "op_smoke"),
+    "smoke": _op("ops_smoke", "op_smoke"),
     "gate_measure": _op("ops_gate", "op_gate_measure"),
     "edits": _op("ops_capture", "op_edits"),
 }
 # What a push's later requests import, loaded while the agent waits for them (see main).
-WARM_MODULES = (".ops_files", ".ops_service", "urllib.request")
+WARM_MODULES = (".ops_files", ".ops_service", ".ops_smoke", "urllib.request")
 
 # A request of only these ops (a preflight) waits a short while for the state dir's flock
 # and then runs anyway: facts and check_plan only read, and lock_acquire creates the lock

@@ -1,16 +1,11 @@
-"""The ops that touch the running server: restart, health, and the smoke suites."""
+"""The ops that touch the running server: restart and health (with the start-up watchdog)."""
 
-import json
-import os
 import subprocess
-import sys
 import time
 
 from .api_key import read_api_key, redact
-from .files import write_atomic
 from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
-from .wire_results import SmokeResult
 
 LOG_TIMEOUT_S = 30
 STATUS_TIMEOUT_S = 30
@@ -80,14 +75,25 @@ def op_restart(ctx, args):
         raise OpFailed(Code.RESTART_FAILED, message)
     else:
         return {"skipped": True}
-    result = {"restarted": True}
+    if args.after_s > 0:
+        time.sleep(args.after_s)
+    result = {"restarted": True, "service": service.name}
     if service.kind == "command":
         _run_step(service, service.stop, args.timeout_s)
         result.update(_clean_start(service))
-    ctx.service_start = (log_size(service.log_file), time.monotonic())
+    _start_markers(ctx)[service.name] = (log_size(service.log_file), time.monotonic())
     for argv in steps:
         _run_step(service, argv, args.timeout_s)
     return result
+
+
+def _start_markers(ctx):
+    """{service name: (its log's size, monotonic time) at its start}: where the health
+    op's watchdog begins reading, kept for the rest of the request."""
+    markers = getattr(ctx, "service_starts", None)
+    if markers is None:
+        markers = ctx.service_starts = {}
+    return markers
 
 
 def _run_step(service, argv, timeout_s):
@@ -96,8 +102,8 @@ def _run_step(service, argv, timeout_s):
     if rc != 0:
         raise OpFailed(
             Code.RESTART_FAILED,
-            "%s exited %s" % (" ".join(argv), rc),
-            {"output": output, "log": _service_log(service)},
+            _named(service, "%s exited %s" % (" ".join(argv), rc)),
+            {"output": output, "log": _service_log(service), "service": service.name},
         )
 
 
@@ -121,11 +127,15 @@ def _clean_start(service):
             "the stopped service left processes behind: %s; not starting beside them "
             "(end them, or set kill_leftovers = true)" % shown
         )
-        raise OpFailed(Code.RESTART_FAILED, message, {"leftovers": found, "gpu": note})
+        raise OpFailed(
+            Code.RESTART_FAILED, _named(service, message), {"leftovers": found, "gpu": note}
+        )
     alive = end_processes([p["pid"] for p in found])
     if alive:
         message = "leftover processes did not end after SIGKILL: %s" % alive
-        raise OpFailed(Code.RESTART_FAILED, message, {"leftovers": found, "gpu": note})
+        raise OpFailed(
+            Code.RESTART_FAILED, _named(service, message), {"leftovers": found, "gpu": note}
+        )
     return {"leftovers_ended": found, "gpu": note}
 
 
@@ -138,10 +148,11 @@ def op_health(ctx, args):
     doubles up to the service's poll_interval_s, so a server that is up within milliseconds
     of its start (or of the restart op's status) costs milliseconds, not a whole interval.
 
-    Watchdog: every poll also reads the lines the service's log_file gained since the
-    start (ctx.service_start, set by restart; else since this op began). A line matching a
-    fail pattern ends the wait at once; lines matching progress patterns come back as
-    "progress" ({"after_s", "pattern", "line"}, in order), with the answer or the failure.
+    Watchdog: every poll also reads the lines the service's log_file gained since its
+    start (the marker the restart op left for this service; else since this op began). A
+    line matching a fail pattern ends the wait at once; lines matching progress patterns
+    come back as "progress" ({"after_s", "pattern", "line"}, in order), with the answer or
+    the failure.
 
     Raises OpFailed(unhealthy) after ready_timeout_s seconds, as soon as a fail pattern
     matches, or as soon as a `command` service's status says it stopped. The probe ignores
@@ -154,7 +165,7 @@ def op_health(ctx, args):
     if service.kind == "none" and not args.force:
         return {"skipped": True}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    offset, started = getattr(ctx, "service_start", None) or (
+    offset, started = _start_markers(ctx).get(service.name) or (
         log_size(service.log_file),
         time.monotonic(),
     )
@@ -171,7 +182,8 @@ def op_health(ctx, args):
             with opener.open(service.health_url, timeout=HEALTH_REQUEST_TIMEOUT_S) as resp:
                 if resp.status == 200:
                     watch.poll()
-                    return {"healthy": True, "polls": polls, "progress": watch.progress}
+                    answer = {"healthy": True, "polls": polls, "progress": watch.progress}
+                    return dict(answer, service=service.name)
                 last = "HTTP %s" % resp.status
         except urllib.error.HTTPError as exc:
             last = "HTTP %s" % exc.code
@@ -207,9 +219,13 @@ def op_health(ctx, args):
 
 def _unhealthy(service, message, watch):
     """Raise OpFailed(unhealthy) with the log tail and the progress seen so far."""
-    raise OpFailed(
-        Code.UNHEALTHY, message, {"log": _service_log(service), "progress": watch.progress}
-    )
+    data = {"log": _service_log(service), "progress": watch.progress, "service": service.name}
+    raise OpFailed(Code.UNHEALTHY, _named(service, message), data)
+
+
+def _named(service, message):
+    """`message`, led by the service's name when the host has several (not "service")."""
+    return message if service.name == "service" else "%s: %s" % (service.name, message)
 
 
 def _service_exited(service, polls):
@@ -221,61 +237,3 @@ def _service_exited(service, polls):
     if polls % STATUS_EVERY_POLLS:
         return False
     return run_argv(service.status, STATUS_TIMEOUT_S)[0] != 0
-
-
-def op_smoke(ctx, args):
-    """Run each suite script with this python (its input as JSON on stdin; it prints one
-    JSON result line); return SmokeResult.
-
-    Support modules are written beside the scripts in <state_dir>/smoke (0700). Raises
-    OpFailed(smoke_failed) with every suite's result when one neither passed nor skipped.
-    """
-    work = os.path.join(ctx.state_dir, "smoke")
-    os.makedirs(work, mode=0o700, exist_ok=True)
-    for name, source in args.support.items():  # modules the scripts import
-        write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
-    results = [_run_suite(work, suite) for suite in args.suites]
-    outcome = SmokeResult(suites=results)
-    failed = [_why_failed(r) for r in outcome.failed()]
-    if failed:
-        message = "smoke failed: " + "; ".join(failed)
-        raise OpFailed(Code.SMOKE_FAILED, message, outcome.to_dict())
-    return outcome
-
-
-def _run_suite(work, suite):
-    """Run one suite script from `work`; return its result dict (suite, duration_s added)."""
-    script = os.path.join(work, "%s.py" % suite.name)
-    write_atomic(script, suite.source.encode(), 0o600)
-    started = time.monotonic()
-    try:
-        done = subprocess.run(
-            [sys.executable, script],
-            input=json.dumps(suite.input),
-            capture_output=True,
-            text=True,
-            timeout=suite.timeout_s,
-            # no world-readable __pycache__ in the 0700 state dir, no .pyc in site-packages
-            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
-        )
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        result = json.loads(lines[-1]) if lines else None
-        if not isinstance(result, dict):
-            details = "no JSON result line; stderr: " + done.stderr[-1500:]
-            result = {"passed": False, "details": details}
-    except subprocess.TimeoutExpired:
-        result = {"passed": False, "details": "timed out after %ss" % suite.timeout_s}
-    except ValueError as exc:
-        result = {"passed": False, "details": "unreadable result line: %s" % exc}
-    result.setdefault("suite", suite.name)
-    result.setdefault("duration_s", round(time.monotonic() - started, 3))
-    return result
-
-
-def _why_failed(result):
-    """Return `suite: first failed check: first line of its detail` (what a summary shows)."""
-    checks = [c for c in result.get("checks") or [] if not c.get("passed")]
-    if not checks:
-        return "%s: %s" % (result.get("suite"), str(result.get("details") or "failed")[:200])
-    lines = str(checks[0].get("detail") or "").strip().splitlines() or [""]
-    return "%s: %s: %s" % (result.get("suite"), checks[0].get("name"), lines[0][:200])

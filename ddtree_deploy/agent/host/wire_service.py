@@ -16,10 +16,12 @@ class Service(Record):
     sent back with a failure has it redacted (sglang logs its server args at start).
     fail_patterns / progress_patterns: regexes the health op matches against the lines the
     log_file gains while the server starts; kill_leftovers: the restart ends what a stopped
-    instance left behind instead of refusing to start beside it.
+    instance left behind instead of refusing to start beside it. name: how the results
+    name it (one host may run several), and the key of its start marker in the request.
     """
 
     kind: str
+    name: str = "service"
     unit: Optional[str] = None
     start: Optional[List[str]] = None
     stop: Optional[List[str]] = None
@@ -48,11 +50,13 @@ class SmokeSuite(Record):
 
 @dataclasses.dataclass(frozen=True)
 class RestartArgs(Record):
-    """restart: the service, and the limit per command (timeout_s, seconds)."""
+    """restart: the service, the limit per command (timeout_s, seconds), and how long to
+    wait before it (after_s: the stagger after the previous service's start)."""
 
     NESTED = (("service", Service, "one"),)
     service: Service
     timeout_s: float = 300
+    after_s: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
