@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddtree_deploy.agent import Op
+from ddtree_deploy.agent import AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
@@ -27,6 +28,7 @@ class HostFacts:
 
     facts: Facts
     serve: ServeFact | None
+    also: tuple[OpResult, ...] = ()  # the answers to read_facts' `also` ops, in order
 
     def to_dict(self) -> dict[str, Any]:
         """Return the facts as JSON, as the agent sent them but `serve` described."""
@@ -34,20 +36,29 @@ class HostFacts:
 
 
 def read_facts(
-    run: HostRun, prepared: PreparedPatchset | None, stage: Stage
+    run: HostRun, prepared: PreparedPatchset | None, stage: Stage, also: Sequence[Op] = ()
 ) -> HostFacts | HostResult:
     """Return the host's facts (the files of `prepared`, if given), reported under `stage`,
     or the result the host ends with: unreachable, or NEEDS_ATTENTION when facts failed.
+    `also`: read-only ops sent in the same round trip, their answers in HostFacts.also.
 
     The serve file's raw text never leaves this function (it may hold an api key): it
     comes back as a ServeFact with redacted `flags` and `args` instead. Raises
     wire.WireError when the answer is no Facts record (a bug).
     """
-    facts = ask_facts(run, stage, ops.facts_op(run.host, prepared))
+    steps = [(stage, op) for op in (ops.facts_op(run.host, prepared), *also)]
+    response = run.ask(steps)
+    if isinstance(response, HostResult):
+        return response
+    facts = _facts_of(run, response)
     if isinstance(facts, HostResult):
         return facts
     serve = describe_serve_fact(facts.serve) if facts.serve else None
-    return HostFacts(facts=dataclasses.replace(facts, serve=None), serve=serve)
+    return HostFacts(
+        facts=dataclasses.replace(facts, serve=None),
+        serve=serve,
+        also=tuple(response.results[1:]),
+    )
 
 
 def ask_facts(run: HostRun, stage: Stage, op: Op) -> Facts | HostResult:
@@ -56,6 +67,11 @@ def ask_facts(run: HostRun, stage: Stage, op: Op) -> Facts | HostResult:
     response = run.ask([(stage, op)])
     if isinstance(response, HostResult):
         return response
+    return _facts_of(run, response)
+
+
+def _facts_of(run: HostRun, response: AgentResponse) -> Facts | HostResult:
+    """The Facts of an answer, or NEEDS_ATTENTION naming the error when facts failed."""
     facts = response.facts()
     if facts is None:
         error = response.failed.error if response.failed else response.error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddtree_deploy.agent import OpResult
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
 from ddtree_deploy.agent.host.wire_results import JournalEntry
 from ddtree_deploy.events import Stage
@@ -12,6 +13,7 @@ from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.plan import plan_files
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
+from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import summarize_flags
 
 
@@ -23,10 +25,14 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = F
     recreated from its image, writable layer and patch gone: the message says so, and with
     `check` (`status --check`) the host needs attention (exit 3).
     """
-    found = read_facts(run, prepared, Stage.STATUS)
+    services_op = ops.services_op(run.host)
+    found = read_facts(run, prepared, Stage.STATUS, also=[services_op] if services_op else [])
     if isinstance(found, HostResult):
         return found
     facts, serve = found.facts, found.serve
+    services = service_states(found.also)
+    for state in services:  # the JSON stream's view of each service (the table has a column)
+        run.recorder.info(Stage.STATUS, f"service {state['name']}", {"service": state})
     committed = [d for d in facts.deploys if d.get("state") == "committed"]
     details: dict[str, Any] = {
         "package_version": facts.package_version,
@@ -37,6 +43,7 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = F
         "pending": facts.pending,
         "serve": serve.flags if serve else None,
         "serving": summarize_flags(serve.args) if serve else None,
+        "services": services,
     }
     outcome, message = Outcome.OK, f"deployed: {details['deployed'] or 'nothing'}"
     if prepared is not None:
@@ -63,6 +70,15 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = F
         outcome = Outcome.NEEDS_ATTENTION
         message = f"unfinished deploy {facts.pending[-1].get('deploy_id')}: run recover"
     return run.result(outcome, message, version_now=version_now, details=details)
+
+
+def service_states(answers: tuple[OpResult, ...]) -> list[dict[str, Any]]:
+    """Each service's state from the services op's answer ([] without one, or when it
+    failed: the services are then simply not shown)."""
+    for answer in answers:
+        if answer.op == "services" and answer.ok and isinstance(answer.data, dict):
+            return list(answer.data.get("services") or [])
+    return []
 
 
 def describe_container(container: ContainerFacts) -> str:

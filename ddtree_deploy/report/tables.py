@@ -137,13 +137,23 @@ def plan_table(results: list[HostResult]) -> Table:
 def status_table(results: list[HostResult]) -> Table:
     """One row per host: sglang, deployed patchset, lock, backups, last journal entry, serve."""
     table = Table(title="status")
-    columns = ("host", "sglang", "deployed", "lock", "backups", "last journal", "serve", "note")
+    columns = (
+        "host",
+        "sglang",
+        "deployed",
+        "lock",
+        "backups",
+        "last journal",
+        "serve",
+        "services",
+        "note",
+    )
     for col in columns:
         table.add_column(col, overflow="fold")
     for r in results:
         d = r.details
         if "journal" not in d:
-            row = ("-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
+            row = ("-", "-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
             table.add_row(_plain(r.host), *row)
             continue
         last = d["journal"][-1] if d["journal"] else {}
@@ -155,9 +165,19 @@ def status_table(results: list[HostResult]) -> Table:
             str(len(d["backups"])),
             _plain(f"{last.get('state', '-')} {last.get('deploy_id', '')}"),
             _plain(d.get("serving") or "-"),
+            _plain(describe_services(d.get("services") or []) or "-"),
             _plain(r.message),
         )
     return table
+
+
+def describe_services(services: list[dict[str, Any]]) -> str:
+    """`gpu0 running, HTTP 200; gpu1 stopped, no answer: ...` for the status table."""
+    shown = []
+    for state in services:
+        running = {True: "running", False: "stopped", None: "state unknown"}[state["running"]]
+        shown.append(f"{state['name']} {running}, {state['health']}")
+    return "; ".join(shown)
 
 
 def backups_table(results: list[HostResult]) -> Table:

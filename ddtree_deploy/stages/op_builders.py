@@ -307,6 +307,15 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
     return restarts + [("health", Op.of(wire.HealthArgs(service=s))) for s in records]
 
 
+def services_op(host: Host) -> Op | None:
+    """Return the read-only services op (each service's state now), None without one."""
+    named = host.named_services()
+    if not named:
+        return None
+    records = [_service_record(host, spec, name) for spec, name in named]
+    return Op.of(wire.ServicesArgs(services=records))
+
+
 def _service_record(host: Host, spec: ServiceSpec, name: str) -> wire.Service:
     """One service as the agent's wire.Service (argv lists, the API key's location)."""
     return wire.Service(

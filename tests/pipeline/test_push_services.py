@@ -1,8 +1,9 @@
 """Several services of one env on one real sshd host ([[hosts.NAME.services]]): a push
 restarts every one of them, in order (each healthy before the next; with stagger_s, started
 that far apart), and when the second fails health the host rolls back and BOTH are
-restarted on the old code. Two sandbox stub servers stand for two GPUs' sglang servers: the
-host's own (gpu0, port 30000) and a copy beside it (gpu1, port 30001)."""
+restarted on the old code; `status` shows each one's state. Two sandbox stub servers stand
+for two GPUs' sglang servers: the host's own (gpu0, port 30000) and a copy beside it (gpu1,
+port 30001)."""
 
 from __future__ import annotations
 
@@ -112,7 +113,24 @@ def test_staggered_services_start_that_far_apart(deploy, second_stopped):
     apart_s = (second / "server.pid").stat().st_mtime - (first / "server.pid").stat().st_mtime
     assert apart_s >= 1.5, apart_s
     assert (_starts(first), _starts(second)) == (starts[0] + 1, starts[1] + 1)
-    _wait_healthy(deploy.host.address, SECOND_PORT, timeout_s=1)
+    assert _status_of_services(deploy) == [
+        ("gpu0", True, "HTTP 200"),
+        ("gpu1", True, "HTTP 200"),
+    ]
+    host = deploy.host
+    assert host.run(f"{host.python} {host.service_dir}2/sglang_stub.py stop").returncode == 0
+    gpu1 = _status_of_services(deploy)[1]
+    assert gpu1[:2] == ("gpu1", False) and gpu1[2].startswith("no answer: "), gpu1
+
+
+def _status_of_services(deploy) -> list[tuple[str, bool | None, str]]:
+    """`status`'s view of each service: name, running, what health answers."""
+    done = deploy.cli("status", "-H", "host0", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "services" in done.stderr  # the table's column
+    events = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    services = [e["data"]["service"] for e in events if "service" in (e["data"] or {})]
+    return [(s["name"], s["running"], s["health"]) for s in services]
 
 
 def _breaks_the_second_server(root: Path) -> None:

@@ -70,6 +70,7 @@ def test_table_cells_from_host_data_are_verbatim():
         "lock": {"holder": "me[/x"},
         "backups": [],
         "serving": NASTY,
+        "services": [{"name": "g[b]", "kind": "command", "running": False, "health": "[/x]"}],
     }
     plan = {"files": {"a[b].py": "new", "serve": "flags"}, "serve": {"changes": [NASTY]}}
     backups = {"backups": [{"deploy_id": "[b]", "patchset": NASTY, "created": "[/x"}]}
@@ -82,3 +83,4 @@ def test_table_cells_from_host_data_are_verbatim():
     for verbatim in (NASTY, "s[b]", "0.5[b]", "ddtree@[anything.lower]", "me[/x", "a[b].py"):
         assert verbatim in text, verbatim
     assert "[b] d[/x" in text
+    assert "g[b] stopped, [/x]" in text

@@ -32,6 +32,7 @@ def test_every_builder_sends_arguments_the_agent_reads():
         ops.compile_op("/site", p),
         ops.smoke_op(host, "/site", p, {"integrity": "print()", "_suite.py": ""}, 30.0),
         *[op for _, op in ops.service_ops(host)],
+        ops.services_op(host),
         ops.restore_op("d1"),
         ops.prune_op(3),
         gate_op(host, resolve(GateConfig(bake_s=5), ({"text": "hi"},)), "after", load=True),
@@ -49,6 +50,8 @@ def test_every_builder_sends_arguments_the_agent_reads():
     assert typed["smoke"].support == {"_suite.py": ""}
     assert [s.name for s in typed["smoke"].suites] == ["integrity"]
     assert ops.service_ops(Host(name="n", address="b")) == []
+    assert ops.services_op(Host(name="n", address="b")) is None
+    assert [s.name for s in typed["services"].services] == ["service"]
     edits = typed["edits"]
     assert (edits.package, edits.target_version) == ("sglang", "0.5.13.post1")
     assert edits.max_file_bytes == 2 * 1024 * 1024  # the patchset's own limit per file

@@ -18,6 +18,7 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     ops_files.py     backup, install, compile, restore, prune
     ops_service.py   restart, health (start-up watchdog)
     ops_smoke.py     smoke (the suite scripts)
+    ops_service_state.py  services: each service's state now (status)
     service_watch.py the start-up watchdog's log reader; leftovers of a stopped server
     ops_capture.py   edits: the package's files that differ from its RECORD, and their bytes
     main.py          OPS table, flock, handle/run_ops, the stdin loop

@@ -48,6 +48,7 @@ OPS = {
     "prune": _op("ops_files", "op_prune"),
     "restart": _op("ops_service", "op_restart"),
     "health": _op("ops_service", "op_health"),
+    "services": _op("ops_service_state", "op_services"),
     "smoke": _op("ops_smoke", "op_smoke"),
     "gate_measure": _op("ops_gate", "op_gate_measure"),
     "edits": _op("ops_capture", "op_edits"),
@@ -61,10 +62,10 @@ WARM_MODULES = (".ops_files", ".ops_service", ".ops_smoke", "urllib.request")
 # only while holding the flock (Ctx.flock_held), so two preflights after a dead run cannot
 # both take the lock over. Every other request waits as long as a run may.
 _QUICK = {"facts", "check_plan", "lock_acquire"}
-# A request of only these ops needs no flock at all: facts and edits only read, and
-# gate_measure only reads the server (it writes save_as atomically; a push that gates holds
-# the host lock).
-_NO_FLOCK = {"facts", "gate_measure", "edits"}
+# A request of only these ops needs no flock at all: facts, services and edits only read,
+# and gate_measure only reads the server (it writes save_as atomically; a push that gates
+# holds the host lock).
+_NO_FLOCK = {"facts", "services", "gate_measure", "edits"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 

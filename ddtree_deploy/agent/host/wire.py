@@ -33,6 +33,7 @@ from .wire_service import GateArgs as GateArgs
 from .wire_service import HealthArgs as HealthArgs
 from .wire_service import RestartArgs as RestartArgs
 from .wire_service import Service as Service
+from .wire_service import ServicesArgs as ServicesArgs
 from .wire_service import SmokeArgs as SmokeArgs
 from .wire_service import SmokeSuite as SmokeSuite
 
@@ -259,6 +260,7 @@ OP_ARGS: Dict[str, Type[Record]] = {
     "restore": RestoreArgs,
     "restart": RestartArgs,
     "health": HealthArgs,
+    "services": ServicesArgs,
     "smoke": SmokeArgs,
     "prune": PruneArgs,
     "gate_measure": GateArgs,

@@ -39,6 +39,15 @@ class Service(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class ServicesArgs(Record):
+    """services: report each service's state (running as its status or systemd says, and
+    what its health URL answers now); read-only, for `status`."""
+
+    NESTED = (("services", Service, "list"),)
+    services: List[Service]
+
+
+@dataclasses.dataclass(frozen=True)
 class SmokeSuite(Record):
     """One suite script (its source), the JSON it reads on stdin, its time limit."""
 

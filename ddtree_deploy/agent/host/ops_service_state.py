@@ -1,0 +1,47 @@
+"""The services op: what each of the host's services is doing now, for `status` (read-only:
+it runs the status command or `systemctl is-active`, and asks the health URL once)."""
+
+from .ops_service import run_argv
+
+STATE_TIMEOUT_S = 10  # status command and health probe: `status` must not hang on one service
+
+
+def op_services(ctx, args):
+    """Return {"services": [{"name", "kind", "running", "health"}]} in inventory order.
+
+    running: True/False as the service's status command (exit 0) or `systemctl is-active`
+    says; None when the service has no way to tell (no status command, a container).
+    health: "HTTP 200", "HTTP 503", or why nothing answered (refused, timed out).
+    """
+    return {"services": [_state(service) for service in args.services]}
+
+
+def _state(service):
+    """One service's state (see op_services)."""
+    argv = None
+    if service.kind == "systemd":
+        argv = ["systemctl", "is-active", service.unit]
+    elif service.kind == "command" and service.status:
+        argv = service.status
+    running = None if argv is None else run_argv(argv, STATE_TIMEOUT_S)[0] == 0
+    return {
+        "name": service.name,
+        "kind": service.kind,
+        "running": running,
+        "health": _probe(service.health_url),
+    }
+
+
+def _probe(url):
+    """What `url` answers to one GET now (no proxy: it is the host's own server)."""
+    import urllib.error  # here: only `status` pays for it
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=STATE_TIMEOUT_S) as resp:
+            return "HTTP %s" % resp.status
+    except urllib.error.HTTPError as exc:
+        return "HTTP %s" % exc.code
+    except (OSError, ValueError) as exc:
+        return "no answer: %s" % (getattr(exc, "reason", None) or exc)
