@@ -18,7 +18,7 @@ from ddtree_deploy.inventory.models import Host, Inventory
 ENV_VAR = "DDTREE_DEPLOY_INVENTORY"
 DEFAULT_PATH = "inventories/default.toml"
 _TOP_KEYS = {"defaults", "groups", "hosts"}
-_SUBTABLES = ("service", "smoke", "serve")
+_SUBTABLES = ("service", "smoke", "serve", "hooks")
 _GROUP_KEYS = {"gate"}  # what a [groups.NAME] table may set
 _LOADER_KEYS = {"jump_hosts"}  # host fields only the loader sets
 

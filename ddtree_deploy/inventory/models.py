@@ -42,6 +42,64 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _http(value: str, key: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{key} must be http(s)://, got {value!r}")
+    return value
+
+
+class DrainSpec(_Strict):
+    """Take a server out of a load balancer while it restarts: the SGLang router's
+    `POST /remove_worker?url=WORKER` before the restart, `POST /add_worker?url=WORKER` once
+    the new server passed every gate (or the rollback's server its health check).
+
+    Between the remove and the stop, the controller polls `metrics_url` (default
+    WORKER/metrics, sglang's --enable-metrics) until `sglang:num_running_reqs` is 0, for at
+    most timeout_s; a server that exports no such gauge gets grace_s instead.
+    """
+
+    router: str
+    worker_url: str
+    metrics_url: str | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    grace_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("router", "worker_url", "metrics_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return None if value is None else _http(value, "the URL").rstrip("/")
+
+
+class HooksSpec(_Strict):
+    """Commands the CONTROLLER runs around a host's restart (no shell: shlex-split), with
+    DDTREE_HOST, DDTREE_DEPLOY_ID and DDTREE_STAGE set: pre_restart before the first service
+    stops (failing: the push stops, files restored, the server never restarted: exit 1),
+    post_verify after the last gate passed, on_rollback after a rollback (failing after a
+    restart: the host needs attention, exit 3)."""
+
+    pre_restart: str | None = None
+    post_verify: str | None = None
+    on_rollback: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0)
+
+    @field_validator("pre_restart", "post_verify", "on_rollback")
+    @classmethod
+    def _splits(cls, value: str | None) -> str | None:
+        return _split_check(value)
+
+
+def _split_check(value: str | None) -> str | None:
+    """A command string shlex can split into a non-empty argv (or None)."""
+    if value is not None:
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split command {value!r}: {exc}") from exc
+        if not argv:
+            raise ValueError("command is empty")
+    return value
+
+
 class ServiceSpec(_Strict):
     """How the host's SGLang server is restarted and health-checked.
 
@@ -75,18 +133,13 @@ class ServiceSpec(_Strict):
     # A `command` restart finds processes of the stopped instance still holding the health
     # port (or orphaned sglang:: processes): true ends them, false refuses to start.
     kill_leftovers: bool = False
+    # Out of the load balancer while it restarts (the SGLang router's worker API).
+    drain: DrainSpec | None = None
 
     @field_validator("start", "stop", "status")
     @classmethod
     def _splits(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                argv = shlex.split(value)
-            except ValueError as exc:
-                raise ValueError(f"cannot split command {value!r}: {exc}") from exc
-            if not argv:
-                raise ValueError("command is empty")
-        return value
+        return _split_check(value)
 
     @field_validator("args_file")
     @classmethod
@@ -111,9 +164,7 @@ class ServiceSpec(_Strict):
     @field_validator("health_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"health_url must be http(s)://, got {value!r}")
-        return value
+        return _http(value, "health_url")
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ServiceSpec:
@@ -232,6 +283,7 @@ class Host(_Strict):
     # share GPU memory); a number of seconds starts the next that long after the last and
     # polls every health after the last start.
     stagger_s: float | None = Field(default=None, ge=0)
+    hooks: HooksSpec = HooksSpec()
     smoke: SmokeSpec = SmokeSpec()
     serve: ServeOverrides = ServeOverrides()
     # The serving gate for this host: [defaults.gate] < [groups.G.gate] (in the host's group

@@ -17,6 +17,7 @@ from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_de
 from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.pipeline.traffic import Traffic
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
@@ -156,6 +157,7 @@ def _change(push: PushSteps, requests: list[Request]) -> HostResult:
     """
     run, sent, suites = push.run, [], []
     gate = PushGate(run, push.gate) if push.gating and push.gate is not None else None
+    traffic = Traffic(run, push.deploy_id) if push.restarts else None
     for request in requests:
         for stage in request.stages:
             if (why := push.skip_reason(stage)) is not None:
@@ -163,14 +165,17 @@ def _change(push: PushSteps, requests: list[Request]) -> HostResult:
         steps = push.steps(request.stages)
         if not steps:
             continue
+        if traffic is not None and any(stage == Stage.RESTART for stage, _ in steps):
+            if (why := traffic.drain_stage()) is not None:  # nothing restarted: files back, exit 1
+                return _rollback(push, None, False, gate, reason=why, traffic=traffic)
         sent += [stage for stage, _ in steps]
         restarted = Stage.RESTART in sent  # a rollback then restarts the service again
         try:
             response = run.call(steps, judged=_GATE_STAGES)
         except TransportError as exc:
-            return _lost(push, exc, steps[0][0], restarted)
+            return _lost(push, exc, steps[0][0], restarted, traffic)
         if gate is not None and response.ok and (why := _judge(gate, request, response)):
-            return _rollback(push, response, restarted, gate, reason=why)
+            return _rollback(push, response, restarted, gate, reason=why, traffic=traffic)
         if not response.ok and request.on_fail == OnFail.IGNORE:
             run.recorder.info(steps[0][0], f"no reference recorded: {_error(response)}")
             continue  # verify says what it lacked
@@ -181,13 +186,16 @@ def _change(push: PushSteps, requests: list[Request]) -> HostResult:
             run.release_lock()
             message = f"{_error(response)}; site-packages untouched"
             return run.result(Outcome.ROLLED_BACK, message, deploy_id=push.deploy_id)
-        return _rollback(push, response, restarted, gate)
+        return _rollback(push, response, restarted, gate, traffic=traffic)
     details: dict[str, Any] = {"suites": suites}
     if gate is not None:
         details["gate"] = gate.details()
+    outcome, message = Outcome.OK, "deployed"
+    if traffic is not None and (why := traffic.readmit_stage()) is not None:
+        outcome, message = Outcome.NEEDS_ATTENTION, f"deployed, but {why}"
     return run.result(
-        Outcome.OK,
-        "deployed",
+        outcome,
+        message,
         deploy_id=push.deploy_id,
         version_now=push.prepared.ref,
         details=details,
@@ -231,18 +239,20 @@ def _error(response: AgentResponse) -> str:
 
 def _rollback(
     push: PushSteps,
-    response: AgentResponse,
+    response: AgentResponse | None,
     restarted: bool,
     gate: PushGate | None = None,
     reason: str = "",
+    traffic: Traffic | None = None,
 ) -> HostResult:
     """A request failed after site-packages may have changed: restore the backup.
 
-    `reason`: why, when no op failed (the serving gate's verdict). After a rollback that
-    restarted the server, the gate replays again: an old server not back at its baseline
-    needs attention (exit 3).
+    `reason`: why, when no op failed (the serving gate's verdict, a failed drain). After a
+    rollback that restarted the server, the gate replays again: an old server not back at
+    its baseline needs attention (exit 3). Servers a drain took out go back to their router
+    once the old server is healthy; the on_rollback hook runs last.
     """
-    failed = None if reason else response.failed
+    failed = None if reason or response is None else response.failed
     reason = reason or _failure_reason(response)
     result = restore_backup(push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
     details = result.details
@@ -257,11 +267,17 @@ def _rollback(
             outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {not_back}"
     if gate is not None:
         details = {**details, "gate": gate.details()}
+    if traffic is not None:
+        why = traffic.after_rollback(healthy=outcome == Outcome.ROLLED_BACK)
+        if why is not None:
+            outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {why}"
     return dataclasses.replace(result, outcome=outcome, details=details, message=message)
 
 
-def _failure_reason(response: AgentResponse) -> str:
+def _failure_reason(response: AgentResponse | None) -> str:
     """Why a request failed, naming the op (and for smoke, the check and its reason)."""
+    if response is None:
+        return "failed"
     failed = response.failed
     if failed is None:  # the agent refused the whole request
         return f"failed: {response.error}"
@@ -271,12 +287,23 @@ def _failure_reason(response: AgentResponse) -> str:
     return f"{failed.op} failed: {failed.error}"
 
 
-def _lost(push: PushSteps, exc: TransportError, stage: Stage, restarted: bool) -> HostResult:
+def _lost(
+    push: PushSteps,
+    exc: TransportError,
+    stage: Stage,
+    restarted: bool,
+    traffic: Traffic | None = None,
+) -> HostResult:
     """The connection broke mid-request: try once to roll back over a fresh connection."""
     run = push.run
     run.transport.close()
     reason = f"{stage}: {exc}"
     result = restore_backup(run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
+    if traffic is not None:
+        why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)
+        if why is not None:
+            message = f"{result.message}, but {why}"
+            return dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION, message=message)
     if result.outcome == Outcome.ROLLED_BACK:
         return result
     message = f"connection lost during {stage} and rollback impossible: {result.message}"

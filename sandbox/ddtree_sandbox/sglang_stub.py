@@ -9,9 +9,12 @@ The server first imports the host's real (possibly patched) sglang modules, so a
 really breaks it: the traceback goes to the log, it exits non-zero and never becomes healthy.
 It then serves ``GET /health_generate`` (503 during ``startup_delay_s``, then 200),
 ``GET /server_info`` and ``POST /generate``, with numbers taken from ``stub.json``. Test knobs
-in ``stub.json``: ``never_ready`` (health stays 503), ``fail_start`` (exit 1 at once) and
+in ``stub.json``: ``never_ready`` (health stays 503), ``fail_start`` (exit 1 at once),
 ``leftover_child`` (a child in a session of its own keeps the listening socket open after the
-server is stopped: what a killed sglang leaves behind). It logs sglang's "Load weight end"
+server is stopped: what a killed sglang leaves behind), ``generate_delay_s`` (each
+``/generate`` takes that long) and ``metrics`` (``/metrics`` exports sglang's
+``sglang:num_running_reqs`` gauge: the requests in ``/generate`` now, as
+``--enable-metrics`` does). It logs sglang's "Load weight end"
 line after the imports and its "fired up" line when ready (the start-up watchdog's marks).
 ``api_key`` (sglang's ``--api-key``): every route but ``/health*`` and ``/metrics`` then answers
 401 ``{"error": "Unauthorized"}`` without ``Authorization: Bearer KEY``, and ``/server_info``
@@ -55,6 +58,8 @@ DEFAULTS = {
     "fail_start": False,
     "leftover_child": False,
     "api_key": None,
+    "generate_delay_s": 0.0,
+    "metrics": False,
 }
 
 
@@ -170,6 +175,8 @@ class StubState:
         self.config = config
         self.version = version
         self.ready_at = time.monotonic() + float(config["startup_delay_s"])
+        self.running = 0  # requests in /generate now (the metrics gauge)
+        self.lock = threading.Lock()
 
     def is_ready(self) -> bool:
         return not self.config["never_ready"] and time.monotonic() >= self.ready_at
@@ -216,6 +223,9 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self.send_json(401, {"error": "Unauthorized"})
             elif self.path in ("/health", "/health_generate"):
                 self.send_json(200 if state.is_ready() else 503, {"ready": state.is_ready()})
+            elif self.path == "/metrics" and state.config["metrics"]:
+                gauge = "# TYPE sglang:num_running_reqs gauge\n"
+                self.send_text(200, f"{gauge}sglang:num_running_reqs {state.running}\n")
             elif self.path == "/metrics":
                 self.send_text(200, "# stub: no metrics\n")
             elif self.path in ("/server_info", "/get_server_info"):
@@ -239,7 +249,14 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError as exc:
                 self.send_json(400, {"error": str(exc)})
                 return
-            self.send_json(200, state.generate(request))
+            with state.lock:
+                state.running += 1
+            try:
+                time.sleep(float(state.config["generate_delay_s"]))
+                self.send_json(200, state.generate(request))
+            finally:
+                with state.lock:
+                    state.running -= 1
 
         def send_json(self, code: int, body: dict) -> None:
             payload = json.dumps(body).encode()
