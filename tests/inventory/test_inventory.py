@@ -119,6 +119,15 @@ BAD = {
         'name = "-a b"\n',
         "key 'services.0.name'",
     ),
+    "drain_bad_router": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "systemd"\nunit = "a"\n'
+        'drain = { router = "router:30000", worker_url = "http://h:30000" }\n',
+        "key 'service.drain.router'",
+    ),
+    "hook_unsplittable": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.hooks]\npre_restart = "run \'half"\n',
+        "key 'hooks.pre_restart'",
+    ),
     "negative_stagger": ('[hosts.x]\naddress = "h"\nstagger_s = -1\n', "key 'stagger_s'"),
     "duplicate_host": (
         '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "h"\n',
