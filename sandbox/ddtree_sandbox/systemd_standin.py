@@ -522,6 +522,9 @@ def systemctl(argv: list[str]) -> int:
             properties += arg[2:].split(",")
         elif arg == "--value":
             value_only = True
+        elif arg == "--":
+            words += rest
+            rest = []
         elif arg in ("--no-pager", "--quiet", "-q", "--no-block", "--system"):
             continue
         elif arg.startswith("-"):

@@ -8,6 +8,7 @@ import time
 
 from .api_key import read_api_key, redact
 from .files import write_atomic
+from .service_systemd import JournalReader, add_restarts, start_marker, unit_failure, unit_state
 from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
 from .wire_results import SmokeResult
@@ -16,6 +17,7 @@ LOG_TIMEOUT_S = 30
 STATUS_TIMEOUT_S = 30
 HEALTH_REQUEST_TIMEOUT_S = 20  # sglang's own health probe may take up to 20 s: never cut it
 STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
+UNIT_CHECK_S = 1.0  # a `systemd` unit's state is asked at most this often while waiting
 FIRST_RETRY_S = 0.005  # health: the wait after the first refused poll, doubled up to the interval
 
 
@@ -63,7 +65,8 @@ def op_restart(ctx, args):
     health URL's port or an orphaned sglang:: process of this user would make the start fail
     (address in use, CUDA out of memory), and the rollback's start after it. With
     kill_leftovers they are ended (TERM, then KILL); otherwise the restart fails naming them.
-    Where the service's log ends is kept in ctx for the health op's watchdog.
+    Where the service's log ends is kept in ctx for the health op's watchdog (for systemd:
+    the journal cursor before the restart and NRestarts after it, ctx.unit_start).
 
     Raises OpFailed(restart_failed) with the command's output and the service log.
     """
@@ -84,9 +87,13 @@ def op_restart(ctx, args):
     if service.kind == "command":
         _run_step(service, service.stop, args.timeout_s)
         result.update(_clean_start(service))
+    if service.kind == "systemd":
+        ctx.unit_start = start_marker(service.unit)
     ctx.service_start = (log_size(service.log_file), time.monotonic())
     for argv in steps:
         _run_step(service, argv, args.timeout_s)
+    if service.kind == "systemd":
+        add_restarts(ctx.unit_start, service.unit)
     return result
 
 
@@ -139,13 +146,16 @@ def op_health(ctx, args):
     of its start (or of the restart op's status) costs milliseconds, not a whole interval.
 
     Watchdog: every poll also reads the lines the service's log_file gained since the
-    start (ctx.service_start, set by restart; else since this op began). A line matching a
-    fail pattern ends the wait at once; lines matching progress patterns come back as
-    "progress" ({"after_s", "pattern", "line"}, in order), with the answer or the failure.
+    start (ctx.service_start, set by restart; else since this op began), or for a systemd
+    unit its journal after the cursor taken before the restart (ctx.unit_start). A line
+    matching a fail pattern ends the wait at once; lines matching progress patterns come
+    back as "progress" ({"after_s", "pattern", "line"}, in order), with the answer or the
+    failure.
 
     Raises OpFailed(unhealthy) after ready_timeout_s seconds, as soon as a fail pattern
-    matches, or as soon as a `command` service's status says it stopped. The probe ignores
-    http_proxy (it is a local URL).
+    matches, as soon as a `command` service's status says it stopped, or as soon as a
+    systemd unit is failed/inactive or its NRestarts grew since the restart (a restart
+    loop; asked at most every UNIT_CHECK_S). The probe ignores http_proxy (a local URL).
     """
     import urllib.error  # here, not at the top: it costs tens of ms on every other request
     import urllib.request
@@ -159,9 +169,22 @@ def op_health(ctx, args):
         time.monotonic(),
     )
     key = read_api_key(service.api_key_file, service.api_key_env)[0]
+    unit_start, source = None, None
+    if service.kind == "systemd":
+        unit_start = getattr(ctx, "unit_start", None) or add_restarts(
+            start_marker(service.unit), service.unit
+        )
+        source = JournalReader(service.unit, unit_start["cursor"]).read
     watch = LogWatch(
-        service.log_file, offset, service.fail_patterns, service.progress_patterns, started, key
+        service.log_file,
+        offset,
+        service.fail_patterns,
+        service.progress_patterns,
+        started,
+        key,
+        source,
     )
+    unit_checked = 0.0
     deadline = started + float(service.ready_timeout_s)
     last, polls = "no answer yet", 0
     interval_s, wait_s = float(service.poll_interval_s), FIRST_RETRY_S
@@ -193,6 +216,14 @@ def op_health(ctx, args):
                 last,
             )
             _unhealthy(service, message, watch)
+        if unit_start is not None and time.monotonic() - unit_checked >= UNIT_CHECK_S:
+            unit_checked = time.monotonic()
+            why = unit_failure(unit_state(service.unit), unit_start)
+            if why:
+                watch.poll()  # the lines the dying instance wrote, for the progress
+                _unhealthy(
+                    service, "%s, %s (%s last: %s)" % (why, waited, service.health_url, last), watch
+                )
         if _service_exited(service, polls):
             message = "the service exited while starting, %s (%s says stopped; %s last: %s)" % (
                 waited,
