@@ -109,9 +109,8 @@ def test_a_start_that_crashes_loops_and_is_rolled_back_at_the_first_restart(unit
     failed = [e for e in events_of(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
     assert len(failed) == 1, failed
     message = failed[0]["message"]
-    assert "restart loop: systemd restarted it" in message and "NRestarts=" in message, message
+    assert "restart loop: systemd restarted it" in message and "NRestarts 0 -> " in message, message
     assert failed[0]["duration_s"] < 30, failed  # the service allowed 900 s
-    assert "deliberately crashed at start" in json.dumps(failed[0]["data"])  # the journal tail
     assert host.tree_digest() == before
     assert (host.service_dir_on_disk / "sglang.env").read_bytes() == serve_before
     assert [e["state"] for e in unit_host.journal()] == ["installing", "rolled_back"]

@@ -118,10 +118,10 @@ def unit_failure(state, marker):
     )
     if state.get("ActiveState") in DEAD_STATES:
         return "the service died while starting (systemctl show: %s)" % shown
-    grown = n_restarts(state) - int(marker.get("n_restarts") or 0)
-    if grown > 0:
+    before = int(marker.get("n_restarts") or 0)
+    if n_restarts(state) > before:
         return (
-            "the service is in a restart loop: systemd restarted it %d times since the push's "
-            "restart (systemctl show: %s)" % (grown, shown)
+            "the service is in a restart loop: systemd restarted it since the push's restart "
+            "(NRestarts %d -> %d; systemctl show: %s)" % (before, n_restarts(state), shown)
         )
     return None
