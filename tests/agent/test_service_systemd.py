@@ -48,9 +48,11 @@ SERVER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def units(fake_host, tmp_path, monkeypatch):
-    """(fake_host, make_host(mode, restart, **service keys)): a unit of the stand-in."""
+@pytest.fixture(params=["fake_host"])
+def units(request, tmp_path, monkeypatch):
+    """(fake_host, make_host(mode, restart, **service keys)): a unit of the stand-in; the
+    agent runs on this python, or on python 3.8 (params "oldest_host")."""
+    fake_host = request.getfixturevalue(request.param)
     root = tmp_path / "systemd"
     (root / "units").mkdir(parents=True)
     (root / "bin").mkdir()
@@ -88,6 +90,7 @@ def restart_and_health(fake_host, host: Host):
     return fake_host.call_ops(*[op for _, op in ops.service_ops(host)])
 
 
+@pytest.mark.parametrize("units", ["fake_host", "oldest_host"], indirect=True)
 def test_a_restart_loop_ends_a_900_s_wait_at_the_first_restart_and_the_control_dies(units):
     fake_host, make_host = units
     started = time.monotonic()
