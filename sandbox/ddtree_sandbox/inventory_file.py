@@ -71,7 +71,7 @@ def build_inventory(
         _hoist(per_host, key, defaults, lambda values: values)
     for key in ("kind", "unit", "start", "stop", "status", "log_file", "args_file"):
         _hoist(per_host, key, shared_service, lambda values: values["service"])
-    real = any(host.args_file for host in hosts)
+    real = any(host.service_script != InventoryHost.service_script for host in hosts)
     shared_service["ready_timeout_s"] = (
         REAL_SERVICE_READY_TIMEOUT_S if real else SERVICE_READY_TIMEOUT_S
     )

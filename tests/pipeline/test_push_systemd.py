@@ -32,7 +32,9 @@ def unit_host(sandbox_factory, tmp_path):
 
     sandbox = sandbox_factory(1, service_kind="systemd")
     inv = sandbox.inventory_path
-    inv.write_text(inv.read_text().replace("ready_timeout_s = 60", "ready_timeout_s = 900"))
+    text = inv.read_text()
+    assert 'kind = "systemd"' in text and "ready_timeout_s = 60\n" in text, text
+    inv.write_text(text.replace("ready_timeout_s = 60\n", "ready_timeout_s = 900\n"))
     return Deploy(sandbox=sandbox, patchsets=make_patchset(tmp_path / "fast"))
 
 
@@ -76,7 +78,7 @@ def test_a_push_restarts_the_unit_and_its_flags_come_through_the_environment_fil
 ):
     host = unit_host.host
     patchsets = make_patchset(tmp_path / "p", mutate=_with_serve_flags)
-    done = unit_host.cli("push", "-H", "host0", "--json", "--gate", "off", patchsets=patchsets)
+    done = unit_host.cli("push", "-H", "host0", "--json", patchsets=patchsets)
     assert done.returncode == 0, done.stderr[-3000:]
     events = events_of(done.stdout)
     assert ("restart", "ok") in [(e["stage"], e["event"]) for e in events]
@@ -103,7 +105,7 @@ def test_a_start_that_crashes_loops_and_is_rolled_back_at_the_first_restart(unit
     serve_before = (host.service_dir_on_disk / "sglang.env").read_bytes()
     started = time.monotonic()
     patchsets = make_patchset(tmp_path / "p", mutate=_crash_at_start)
-    done = unit_host.cli("push", "-H", "host0", "--json", "--gate", "off", patchsets=patchsets)
+    done = unit_host.cli("push", "-H", "host0", "--json", patchsets=patchsets)
     wall_s = time.monotonic() - started
     assert done.returncode == 1, done.stderr[-3000:]
     failed = [e for e in events_of(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
@@ -124,7 +126,7 @@ def test_a_fail_pattern_in_the_journal_ends_the_wait(unit_host, tmp_path):
     host = unit_host.host
     before = host.tree_digest()
     patchsets = make_patchset(tmp_path / "p", mutate=_scheduler_exception_then_hang)
-    done = unit_host.cli("push", "-H", "host0", "--json", "--gate", "off", patchsets=patchsets)
+    done = unit_host.cli("push", "-H", "host0", "--json", patchsets=patchsets)
     assert done.returncode == 1, done.stderr[-3000:]
     failed = [e for e in events_of(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
     assert len(failed) == 1 and "fail pattern 'Scheduler hit an exception'" in failed[0]["message"]
