@@ -83,7 +83,7 @@ def load_config(flags: list[str] | None = None) -> dict:
     if CONFIG_FILE.exists():
         config.update(json.loads(CONFIG_FILE.read_text()))
     flags = list(flags or [])
-    for flag, value in zip(flags, flags[1:]):
+    for flag, value in zip(flags, flags[1:], strict=False):
         if flag in FLAG_KEYS:
             key, kind = FLAG_KEYS[flag]
             config[key] = kind(value)

@@ -105,8 +105,8 @@ def test_a_restart_loop_ends_a_900_s_wait_at_the_first_restart_and_the_control_d
     assert "SECRET-KEY-2" not in failed.data["log"]  # redacted, as for a log_file
     assert waited < 60, waited
     # control: Restart=no, the same crash leaves the unit failed: dead, not a loop
-    answer = restart_and_health(fake_host, make_host("crash", restart="no",
-                                                     ready_timeout_s=900, fail_patterns=[]))  # fmt: skip
+    control = make_host("crash", restart="no", ready_timeout_s=900, fail_patterns=[])
+    answer = restart_and_health(fake_host, control)
     assert "died while starting" in answer.failed.error, answer.failed.error
     assert "ActiveState=failed" in answer.failed.error
 

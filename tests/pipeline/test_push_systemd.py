@@ -133,3 +133,4 @@ def test_a_fail_pattern_in_the_journal_ends_the_wait(unit_host, tmp_path):
     assert failed[0]["duration_s"] < 30, failed
     assert host.tree_digest() == before
     assert systemctl(host, "is-active", "sglang.service") == "active"
+    print(f"\njournal fail line: health failed after {failed[0]['duration_s']:.1f} s")

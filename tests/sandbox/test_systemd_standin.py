@@ -38,7 +38,7 @@ def test_exec_start_expansion_splits_dollar_var_and_keeps_braced_var_one_word():
 
 def test_environment_file_and_time_spans_and_specifiers(tmp_path):
     env_file = tmp_path / "e"
-    env_file.write_text('# c\nSGLANG_ARGS="--model-path /m --port 1"\nB=\'q\'\n; c\nC=plain\n')
+    env_file.write_text("# c\nSGLANG_ARGS=\"--model-path /m --port 1\"\nB='q'\n; c\nC=plain\n")
     assert sd.read_environment_file(str(env_file)) == {
         "SGLANG_ARGS": "--model-path /m --port 1", "B": "q", "C": "plain",
     }  # fmt: skip
@@ -47,7 +47,8 @@ def test_environment_file_and_time_spans_and_specifiers(tmp_path):
     assert sd.parse_seconds("5") == 5
     with pytest.raises(sd.UnitError):
         sd.parse_seconds("soon")
-    assert sd.resolve_specifiers("%n %N %i %%", "sglang@3.service") == "sglang@3.service sglang@3 3 %"
+    resolved = sd.resolve_specifiers("%n %N %i %%", "sglang@3.service")
+    assert resolved == "sglang@3.service sglang@3 3 %"
     with pytest.raises(sd.UnitError):
         sd.resolve_specifiers("%Z", "a.service")
 
