@@ -8,7 +8,7 @@ import time
 
 from .api_key import read_api_key, redact
 from .files import write_atomic
-from .service_systemd import JournalReader, add_restarts, start_marker, unit_failure, unit_state
+from .service_systemd import add_restarts, start_marker, unit_watch
 from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
 from .wire_results import SmokeResult
@@ -17,7 +17,6 @@ LOG_TIMEOUT_S = 30
 STATUS_TIMEOUT_S = 30
 HEALTH_REQUEST_TIMEOUT_S = 20  # sglang's own health probe may take up to 20 s: never cut it
 STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
-UNIT_CHECK_S = 1.0  # a `systemd` unit's state is asked at most this often while waiting
 FIRST_RETRY_S = 0.005  # health: the wait after the first refused poll, doubled up to the interval
 
 
@@ -169,22 +168,10 @@ def op_health(ctx, args):
         time.monotonic(),
     )
     key = read_api_key(service.api_key_file, service.api_key_env)[0]
-    unit_start, source = None, None
-    if service.kind == "systemd":
-        unit_start = getattr(ctx, "unit_start", None) or add_restarts(
-            start_marker(service.unit), service.unit
-        )
-        source = JournalReader(service.unit, unit_start["cursor"]).read
-    watch = LogWatch(
-        service.log_file,
-        offset,
-        service.fail_patterns,
-        service.progress_patterns,
-        started,
-        key,
-        source,
-    )
-    unit_checked = 0.0
+    unit = unit_watch(ctx, service.unit) if service.kind == "systemd" else None
+    patterns = (service.fail_patterns, service.progress_patterns)
+    source = unit.journal.read if unit else None
+    watch = LogWatch(service.log_file, offset, *patterns, started, key, source=source)
     deadline = started + float(service.ready_timeout_s)
     last, polls = "no answer yet", 0
     interval_s, wait_s = float(service.poll_interval_s), FIRST_RETRY_S
@@ -216,14 +203,12 @@ def op_health(ctx, args):
                 last,
             )
             _unhealthy(service, message, watch)
-        if unit_start is not None and time.monotonic() - unit_checked >= UNIT_CHECK_S:
-            unit_checked = time.monotonic()
-            why = unit_failure(unit_state(service.unit), unit_start)
-            if why:
-                watch.poll()  # the lines the dying instance wrote, for the progress
-                _unhealthy(
-                    service, "%s, %s (%s last: %s)" % (why, waited, service.health_url, last), watch
-                )
+        why = unit.failure() if unit else None
+        if why:
+            watch.poll()  # the lines the dying instance wrote, for the progress
+            _unhealthy(
+                service, "%s, %s (%s last: %s)" % (why, waited, service.health_url, last), watch
+            )
         if _service_exited(service, polls):
             message = "the service exited while starting, %s (%s says stopped; %s last: %s)" % (
                 waited,

@@ -8,8 +8,10 @@ properties in its own order, so they are read as KEY=VALUE, never by position.
 """
 
 import subprocess
+import time
 
 SYSTEMCTL_TIMEOUT_S = 30
+UNIT_CHECK_S = 1.0  # the unit's state is asked at most this often while waiting
 CURSOR_PREFIX = "-- cursor: "
 STATE_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID")
 DEAD_STATES = ("failed", "inactive")
@@ -125,3 +127,27 @@ def unit_failure(state, marker):
             "(NRestarts %d -> %d; systemctl show: %s)" % (before, n_restarts(state), shown)
         )
     return None
+
+
+class UnitWatch:
+    """The systemd side of the health op's watchdog: the journal after the restart's
+    cursor (`journal.read`, a LogWatch source) and the unit's state (`failure`)."""
+
+    def __init__(self, unit, marker):
+        self.unit, self.marker, self.checked = unit, marker, None
+        self.journal = JournalReader(unit, marker["cursor"])
+
+    def failure(self):
+        """Why the unit is not starting, or None; asks systemctl at most every UNIT_CHECK_S."""
+        now = time.monotonic()
+        if self.checked is not None and now - self.checked < UNIT_CHECK_S:
+            return None
+        self.checked = now
+        return unit_failure(unit_state(self.unit), self.marker)
+
+
+def unit_watch(ctx, unit):
+    """A UnitWatch from the restart's marker (ctx.unit_start), or from now when this
+    request did not restart the unit."""
+    marker = getattr(ctx, "unit_start", None) or add_restarts(start_marker(unit), unit)
+    return UnitWatch(unit, marker)
