@@ -57,8 +57,14 @@ from ddtree_sandbox.sshd import (
     launch_sshd,
     wait_sshd_ready,
 )
-from ddtree_sandbox.systemd_host import UNIT, install_standin, serve_file, start_unit, stop_units
-from ddtree_sandbox.systemd_host import host_serve_args as unit_serve_args
+from ddtree_sandbox.systemd_host import (
+    UNIT,
+    install_standin,
+    serve_file,
+    start_unit,
+    stop_units,
+    unit_serve_args,
+)
 
 SSH_PORT = 2222
 STUB_SOURCE = Path(__file__).with_name("sglang_stub.py")

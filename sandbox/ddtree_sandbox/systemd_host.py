@@ -38,7 +38,7 @@ def serve_file(host: SandboxHost) -> str:
     return f"{host.service_dir}/{SERVE_FILE_NAME}"
 
 
-def host_serve_args(host: SandboxHost, port: int) -> list[str]:
+def unit_serve_args(host: SandboxHost, port: int) -> list[str]:
     """The host's own launch flags (inventory ``serve.args``): the stub's address and port."""
     return ["--host", host.address, "--port", str(port)]
 
@@ -70,7 +70,8 @@ def install_standin(host: SandboxHost, script: str, port: int) -> tuple[str, ...
     (on_disk / "bin").mkdir(parents=True, exist_ok=True)
     (on_disk / "units").mkdir(exist_ok=True)
     source = Path(systemd_standin.__file__)
-    (on_disk / source.name).write_text(source.read_text())
+    for name in (source.name, *systemd_standin.SIBLINGS):
+        (on_disk / name).write_text(source.with_name(name).read_text())
     for tool in ("systemctl", "journalctl"):
         wrapper = on_disk / "bin" / tool
         wrapper.write_text(
@@ -79,7 +80,7 @@ def install_standin(host: SandboxHost, script: str, port: int) -> tuple[str, ...
         )
         wrapper.chmod(0o755)
     (on_disk / "units" / UNIT).write_text(unit_text(host, script))
-    flags = " ".join(host_serve_args(host, port))
+    flags = " ".join(unit_serve_args(host, port))
     (host.service_dir_on_disk / SERVE_FILE_NAME).write_text(
         f"# the stub's launch flags on sandbox host {host.name} (an EnvironmentFile)\n"
         f'SGLANG_ARGS="{flags}"\n'

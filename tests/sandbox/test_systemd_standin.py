@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_sandbox import systemd_standin as sd
+from ddtree_sandbox import systemd_standin
+from ddtree_sandbox import systemd_unitfile as sd
 
-STANDIN = Path(sd.__file__)
+STANDIN = Path(systemd_standin.__file__)
 
 
 def test_unit_files_read_as_systemd_reads_them():
