@@ -57,6 +57,14 @@ from ddtree_sandbox.sshd import (
     launch_sshd,
     wait_sshd_ready,
 )
+from ddtree_sandbox.systemd_host import (
+    UNIT,
+    install_standin,
+    serve_file,
+    start_unit,
+    stop_units,
+    unit_serve_args,
+)
 
 SSH_PORT = 2222
 STUB_SOURCE = Path(__file__).with_name("sglang_stub.py")
@@ -64,6 +72,9 @@ STUB_MARKER = "sglang_stub.py"
 # The service each sandbox host runs: "sglang" is a real `python -m sglang.launch_server` on a
 # tiny model (CPU); "stub" is sglang_stub.py, kept for tests that need its fault knobs.
 SERVICES = ("sglang", "stub")
+# How the inventory runs the service: "command" (start/stop/status scripts) or "systemd"
+# (a unit, through the sandbox's systemd TEST STAND-IN: systemd_host.py; stub only).
+SERVICE_KINDS = ("command", "systemd")
 BASE_PTH_NAME = "ddtree-sandbox-base.pth"
 # Sorts before BASE_PTH_NAME: site.py reads .pth files by name, so the overlay comes first.
 OVERLAY_PTH_NAME = "ddtree-sandbox-0-overlay.pth"
@@ -95,6 +106,7 @@ class Sandbox:
     timings_s: dict[str, float] = field(default_factory=dict)
     service: str = "stub"
     models: ModelSet | None = None
+    service_kind: str = "command"
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     def host(self, name: str) -> SandboxHost:
@@ -122,6 +134,14 @@ class Sandbox:
             host.name, host.address, host.port, host.python, host.state_dir, host.service_dir,
             SERVICE_PORT,
         )  # fmt: skip
+        if self.service_kind == "systemd":
+            return replace(
+                plain,
+                service_kind="systemd",
+                unit=UNIT,
+                args_file=serve_file(host),
+                serve_args=tuple(unit_serve_args(host, SERVICE_PORT)),
+            )
         if self.service != "sglang" or self.models is None:
             return plain
         return replace(
@@ -136,6 +156,9 @@ class Sandbox:
         """Start every host's service (one at a time: two cores) and wait until all are
         healthy; raise RuntimeError with the log tail of a host that does not come up."""
         for host in self.hosts:
+            if self.service_kind == "systemd":
+                start_unit(host)
+                continue
             script = f"{host.service_dir}/{self.service_script}"
             done = host.run([host.python, script, "start"], timeout_s=60)
             if done.returncode != 0:
@@ -171,6 +194,7 @@ def start_sandbox(
     initial_algorithm: str | None = "DFLASH",
     start_services: bool | None = None,
     customize: Callable[[SandboxHost, SshdSpec], SshdSpec] | None = None,
+    service_kind: str = "command",
 ) -> Sandbox:
     """Start ``count`` hosts under ``workdir`` and write ``workdir/inventory.toml``.
 
@@ -183,7 +207,9 @@ def start_sandbox(
     Host i listens on 127.0.0.(``first_octet``+i); ``first_octet=None`` picks the first block
     of free addresses from .11 up (what tests use, so parallel sandboxes never collide).
     ``customize`` may change each host's sshd spec before launch (extra config lines, bind
-    mounts, a network namespace: topology tests).
+    mounts, a network namespace: topology tests). ``service_kind="systemd"`` (stub only) runs
+    the service as a unit of the sandbox's systemd TEST STAND-IN (systemd_host.py), the
+    inventory saying ``kind = "systemd"``.
     Leftovers of an earlier sandbox in ``workdir`` are stopped and replaced. Raises
     RuntimeError if an address is taken or an sshd does not come up (everything started is
     stopped first).
@@ -199,6 +225,8 @@ def start_sandbox(
             f"(the CPU adaptation fixture targets their modules); for {sglang_version} use the "
             "stub service"
         )
+    if service_kind not in SERVICE_KINDS or (service_kind == "systemd" and service != "stub"):
+        raise ValueError(f"service_kind: one of {SERVICE_KINDS} (systemd: stub only)")
     host_models = list(models) if models is not None else ["target"] * count
     if len(host_models) != count or not set(host_models) <= set(MODEL_KINDS):
         raise ValueError(f"models: {count} of {MODEL_KINDS}, got {host_models}")
@@ -251,9 +279,13 @@ def start_sandbox(
             timings_s=timings_s,
             service=service,
             models=model_set,
+            service_kind=service_kind,
         )
         try:
+            unit_config: dict[str, tuple[str, ...]] = {}
             for host in hosts:
+                if service_kind == "systemd":
+                    unit_config[host.name] = install_standin(host, STUB_SOURCE.name, SERVICE_PORT)
                 if model_set is not None:
                     text = pristine_serve_file(
                         model_set, host, initial_algorithm, base_env.sglang_version
@@ -264,6 +296,10 @@ def start_sandbox(
                     json.dumps({"host": host.address, **DEFAULT_STUB_CONFIG}, indent=2) + "\n"
                 )
             specs = [host.sshd_spec(authorized_keys) for host in hosts]
+            specs = [
+                replace(s, extra_config=s.extra_config + unit_config.get(h.name, ()))
+                for h, s in zip(hosts, specs, strict=True)
+            ]
             if customize is not None:
                 specs = [customize(h, spec) for h, spec in zip(hosts, specs, strict=True)]
             sandbox._procs.extend(launch_sshd(spec) for spec in specs)
@@ -321,6 +357,7 @@ def stop_sandbox(workdir: Path) -> bool:
     hosts_dir = Path(workdir).resolve() / "hosts"
     for hostdir in sorted(hosts_dir.iterdir()) if hosts_dir.is_dir() else []:
         service_pid_file = hostdir / "srv" / "service" / "server.pid"
+        all_stopped &= stop_units(hostdir)  # systemd stand-in units: their supervisors
         # The real server first: stop_pid_file drops a pid file whose process is not a stub.
         all_stopped &= stop_real_server(service_pid_file)
         all_stopped &= stop_pid_file(service_pid_file, STUB_MARKER)

@@ -47,6 +47,8 @@ class InventoryHost:
     args_file: str | None = None  # the serve file the real server's script reads
     serve_args: tuple[str, ...] = ()
     serve_env: dict[str, str] = field(default_factory=dict)
+    service_kind: str = "command"  # or "systemd": `unit` through the systemd stand-in
+    unit: str | None = None
 
 
 def build_inventory(
@@ -64,12 +66,12 @@ def build_inventory(
         "known_hosts": str(known_hosts),
         "gpus": 0,
     }
-    shared_service: dict[str, Any] = {"kind": "command"}
+    shared_service: dict[str, Any] = {}
     for key in ("port", "python", "state_dir"):
         _hoist(per_host, key, defaults, lambda values: values)
-    for key in ("start", "stop", "status", "log_file", "args_file"):
+    for key in ("kind", "unit", "start", "stop", "status", "log_file", "args_file"):
         _hoist(per_host, key, shared_service, lambda values: values["service"])
-    real = any(host.args_file for host in hosts)
+    real = any(host.service_script != InventoryHost.service_script for host in hosts)
     shared_service["ready_timeout_s"] = (
         REAL_SERVICE_READY_TIMEOUT_S if real else SERVICE_READY_TIMEOUT_S
     )
@@ -87,12 +89,15 @@ def _host_values(host: InventoryHost) -> dict[str, Any]:
     service_url = f"http://{host.address}:{host.service_port}"
     script = f"{host.python} {host.service_dir}/{host.service_script}"
     service: dict[str, Any] = {
+        "kind": "command",
         "start": f"{script} start",
         "stop": f"{script} stop",
         "status": f"{script} status",
         "log_file": f"{host.service_dir}/server.log",
         "health_url": f"{service_url}/health_generate",
     }
+    if host.service_kind == "systemd":  # the unit's journal is its log
+        service = {"kind": "systemd", "unit": host.unit, "health_url": service["health_url"]}
     values: dict[str, Any] = {
         "address": host.address,
         "port": host.port,

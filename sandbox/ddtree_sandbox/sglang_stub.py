@@ -1,9 +1,14 @@
 """A small sglang-shaped HTTP server for sandbox TESTS; it is not sglang and serves no model.
 
 Copied into each sandbox host as ``/srv/service/sglang_stub.py`` and run by the host's python,
-so it is stdlib only. Usage: ``python sglang_stub.py start|stop|status`` (``serve`` is the
-server process itself). Files beside it: ``stub.json`` (settings), ``server.pid``,
+so it is stdlib only. Usage: ``python sglang_stub.py start|stop|status`` (``serve [FLAGS]`` is
+the server process itself: what a systemd unit's ExecStart runs, with ``$SGLANG_ARGS`` from
+its EnvironmentFile). Files beside it: ``stub.json`` (settings), ``server.pid``,
 ``server.log``.
+
+Launch flags (``serve --speculative-algorithm X --speculative-ddtree-budget N --host H --port
+P ...``) override stub.json's values of the same meaning; all of them are logged and echoed
+by ``/server_info`` as ``launch_args``, so a test sees which flags a start got.
 
 The server first imports the host's real (possibly patched) sglang modules, so a broken patch
 really breaks it: the traceback goes to the log, it exits non-zero and never becomes healthy.
@@ -68,11 +73,26 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", flush=True)
 
 
-def load_config() -> dict:
-    """Return DEFAULTS overlaid with stub.json (missing file means defaults)."""
+FLAG_KEYS = {
+    "--speculative-algorithm": ("speculative_algorithm", str),
+    "--speculative-ddtree-budget": ("ddtree_budget", int),
+    "--host": ("host", str),
+    "--port": ("port", int),
+}
+
+
+def load_config(flags: list[str] | None = None) -> dict:
+    """Return DEFAULTS overlaid with stub.json (missing file means defaults), then with the
+    launch ``flags`` it knows (FLAG_KEYS); the flags themselves as ``launch_args``."""
     config = dict(DEFAULTS)
     if CONFIG_FILE.exists():
         config.update(json.loads(CONFIG_FILE.read_text()))
+    flags = list(flags or [])
+    for flag, value in zip(flags, flags[1:], strict=False):
+        if flag in FLAG_KEYS:
+            key, kind = FLAG_KEYS[flag]
+            config[key] = kind(value)
+    config["launch_args"] = flags
     return config
 
 
@@ -188,6 +208,7 @@ class StubState:
             "speculative_ddtree_budget": self.config["ddtree_budget"],
             "internal_states": [{"avg_spec_accept_length": self.config["accept_length"]}],
             "api_key": self.config["api_key"],
+            "launch_args": self.config["launch_args"],
             "stub": True,
         }
 
@@ -280,9 +301,9 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def cmd_serve() -> int:
+def cmd_serve(flags: list[str] | None = None) -> int:
     """Import sglang, bind, announce readiness after the delay; run until SIGTERM."""
-    config = load_config()
+    config = load_config(flags)
     log(f"stub server starting, pid {os.getpid()}, config {json.dumps(config, sort_keys=True)}")
     if config["fail_start"]:
         log("fail_start is set in stub.json: exiting 1")
@@ -320,7 +341,9 @@ def cmd_serve() -> int:
 
 
 def main(argv: list[str]) -> int:
-    commands = {"start": cmd_start, "stop": cmd_stop, "status": cmd_status, "serve": cmd_serve}
+    if len(argv) >= 2 and argv[1] == "serve":
+        return cmd_serve(argv[2:])
+    commands = {"start": cmd_start, "stop": cmd_stop, "status": cmd_status}
     if len(argv) != 2 or argv[1] not in commands:
         print(f"usage: {argv[0]} {{start|stop|status}}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ import subprocess
 import time
 
 from .api_key import read_api_key, redact
+from .service_systemd import add_restarts, start_marker, unit_watch
 from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
 
@@ -58,7 +59,8 @@ def op_restart(ctx, args):
     health URL's port or an orphaned sglang:: process of this user would make the start fail
     (address in use, CUDA out of memory), and the rollback's start after it. With
     kill_leftovers they are ended (TERM, then KILL); otherwise the restart fails naming them.
-    Where the service's log ends is kept in ctx for the health op's watchdog.
+    Where the service's log ends is kept in ctx for the health op's watchdog (for systemd:
+    the journal cursor before the restart and NRestarts after it), per service name.
 
     Raises OpFailed(restart_failed) with the command's output and the service log.
     """
@@ -81,15 +83,18 @@ def op_restart(ctx, args):
     if service.kind == "command":
         _run_step(service, service.stop, args.timeout_s)
         result.update(_clean_start(service))
-    _start_markers(ctx)[service.name] = (log_size(service.log_file), time.monotonic())
+    unit = start_marker(service.unit) if service.kind == "systemd" else None
+    _start_markers(ctx)[service.name] = (log_size(service.log_file), time.monotonic(), unit)
     for argv in steps:
         _run_step(service, argv, args.timeout_s)
+    if unit is not None:
+        add_restarts(unit, service.unit)
     return result
 
 
 def _start_markers(ctx):
-    """{service name: (its log's size, monotonic time) at its start}: where the health
-    op's watchdog begins reading, kept for the rest of the request."""
+    """{service name: (its log's size, monotonic time, systemd unit marker or None) at its
+    start}: where the health op's watchdog begins reading, kept for the rest of the request."""
     markers = getattr(ctx, "service_starts", None)
     if markers is None:
         markers = ctx.service_starts = {}
@@ -149,14 +154,16 @@ def op_health(ctx, args):
     of its start (or of the restart op's status) costs milliseconds, not a whole interval.
 
     Watchdog: every poll also reads the lines the service's log_file gained since its
-    start (the marker the restart op left for this service; else since this op began). A
-    line matching a fail pattern ends the wait at once; lines matching progress patterns
-    come back as "progress" ({"after_s", "pattern", "line"}, in order), with the answer or
-    the failure.
+    start (the marker the restart op left for this service; else since this op began), or
+    for a systemd unit its journal after the cursor taken before the restart. A line
+    matching a fail pattern ends the wait at once; lines matching progress patterns come
+    back as "progress" ({"after_s", "pattern", "line"}, in order), with the answer or the
+    failure.
 
     Raises OpFailed(unhealthy) after ready_timeout_s seconds, as soon as a fail pattern
-    matches, or as soon as a `command` service's status says it stopped. The probe ignores
-    http_proxy (it is a local URL).
+    matches, as soon as a `command` service's status says it stopped, or as soon as a
+    systemd unit is failed/inactive or its NRestarts grew since the restart (a restart
+    loop; asked at most every UNIT_CHECK_S). The probe ignores http_proxy (a local URL).
     """
     import urllib.error  # here, not at the top: it costs tens of ms on every other request
     import urllib.request
@@ -165,14 +172,16 @@ def op_health(ctx, args):
     if service.kind == "none" and not args.force:
         return {"skipped": True}
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    offset, started = _start_markers(ctx).get(service.name) or (
+    offset, started, marker = _start_markers(ctx).get(service.name) or (
         log_size(service.log_file),
         time.monotonic(),
+        None,
     )
     key = read_api_key(service.api_key_file, service.api_key_env)[0]
-    watch = LogWatch(
-        service.log_file, offset, service.fail_patterns, service.progress_patterns, started, key
-    )
+    unit = unit_watch(marker, service.unit) if service.kind == "systemd" else None
+    patterns = (service.fail_patterns, service.progress_patterns)
+    source = unit.journal.read if unit else None
+    watch = LogWatch(service.log_file, offset, *patterns, started, key, source=source)
     deadline = started + float(service.ready_timeout_s)
     last, polls = "no answer yet", 0
     interval_s, wait_s = float(service.poll_interval_s), FIRST_RETRY_S
@@ -205,6 +214,12 @@ def op_health(ctx, args):
                 last,
             )
             _unhealthy(service, message, watch)
+        why = unit.failure() if unit else None
+        if why:
+            watch.poll()  # the lines the dying instance wrote, for the progress
+            _unhealthy(
+                service, "%s, %s (%s last: %s)" % (why, waited, service.health_url, last), watch
+            )
         if _service_exited(service, polls):
             message = "the service exited while starting, %s (%s says stopped; %s last: %s)" % (
                 waited,

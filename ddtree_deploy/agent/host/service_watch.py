@@ -27,14 +27,18 @@ _LISTEN = "0A"  # TCP state in /proc/net/tcp*
 
 
 class LogWatch:
-    """The lines a log file gains after `offset`, matched one whole line at a time.
+    """The lines a log file gains after `offset` (or that `source()` returns: a journal
+    reader's new lines), matched one whole line at a time.
 
     A log that shrank (rotated or truncated by the start) is read again from its start.
     `progress` collects {"after_s", "pattern", "line"} in the order the lines came.
     """
 
-    def __init__(self, path, offset, fail_patterns, progress_patterns, started, key=None):
+    def __init__(
+        self, path, offset, fail_patterns, progress_patterns, started, key=None, source=None
+    ):
         self.path, self.offset, self.started, self.key = path, offset, started, key
+        self.source = source
         self.fail = [(p, re.compile(p)) for p in fail_patterns or ()]
         self.marks = [(p, re.compile(p)) for p in progress_patterns or ()]
         self.progress = []
@@ -43,17 +47,11 @@ class LogWatch:
     def poll(self):
         """Read what was appended; return (pattern, line) of the first line matching a
         fail pattern, else None. Lines still being written wait for their newline."""
-        if not self.path or not (self.fail or self.marks):
+        if not (self.path or self.source) or not (self.fail or self.marks):
             return None
-        try:
-            with open(self.path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size < self.offset:
-                    self.offset, self._partial = 0, b""
-                fh.seek(self.offset)
-                chunk = fh.read(MAX_READ)
-        except OSError:
+        chunk = self.source() if self.source else self._read_file()
+        if chunk is None:
             return None
-        self.offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
         after_s = round(time.monotonic() - self.started, 1)
@@ -67,6 +65,19 @@ class LogWatch:
                     self.progress.append({"after_s": after_s, "pattern": pattern, "line": line})
                     break
         return None
+
+    def _read_file(self):
+        """The bytes the log file gained (None when it cannot be read)."""
+        try:
+            with open(self.path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self.offset:
+                    self.offset, self._partial = 0, b""
+                fh.seek(self.offset)
+                chunk = fh.read(MAX_READ)
+        except OSError:
+            return None
+        self.offset += len(chunk)
+        return chunk
 
     def _shown(self, raw):
         """The line as reported: decoded, its end only, the server's API key redacted."""

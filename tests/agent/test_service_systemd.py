@@ -1,0 +1,150 @@
+"""The restart and health ops on a `systemd` service (the REAL agent bundle, real processes,
+no root): `systemctl`/`journalctl` are the sandbox's systemd TEST STAND-IN, first on the
+agent's PATH. A unit in a restart loop ends a 900 s wait at its first restart, with the
+journal tail (systemd's "restart counter" line) in the failure; a dead unit, likewise; a
+fail line in the journal ends it too; progress comes from the new instance's journal lines
+only. Controls: without Restart= the same crash is a dead unit, not a loop; without fail
+patterns the same hang runs out the (short) timeout. Pure parts: `systemctl show` and
+cursor parsing, and the verdict (no NRestarts growth, no verdict)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ddtree_deploy.agent.host import service_systemd
+from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.inventory.models import Host, ServiceSpec
+from ddtree_deploy.stages import op_builders as ops
+from tests.agent.test_service_bundle import free_port
+
+STANDIN = Path(__file__).parents[2] / "sandbox" / "ddtree_sandbox" / "systemd_standin.py"
+
+# srv.py MODE PORT: http (serves at once), progress (two sglang marks, then serves),
+# crash (exits 1 0.5 s in, after a line), schedex (logs sglang's scheduler crash line and hangs).
+SERVER = textwrap.dedent(
+    """\
+    import http.server, sys, time
+    mode, port = sys.argv[1], int(sys.argv[2])
+    def say(line):
+        print(line, flush=True)
+    if mode == "crash":  # after `systemctl is-active` said active (else the restart fails)
+        time.sleep(0.5)
+        say("[t] RuntimeError: deliberately crashed at start, key=SECRET-KEY-2")
+        sys.exit(1)
+    if mode == "schedex":
+        say("[t] Scheduler hit an exception: deliberate")
+        time.sleep(600)
+    if mode == "progress":
+        say("[t] Load weight end. elapsed=0.05 s")
+        say("[t] The server is fired up and ready to roll!")
+    http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler
+                           ).serve_forever()
+    """
+)
+
+
+@pytest.fixture(params=["fake_host"])
+def units(request, tmp_path, monkeypatch):
+    """(fake_host, make_host(mode, restart, **service keys)): a unit of the stand-in; the
+    agent runs on this python, or on python 3.8 (params "oldest_host")."""
+    fake_host = request.getfixturevalue(request.param)
+    root = tmp_path / "systemd"
+    (root / "units").mkdir(parents=True)
+    (root / "bin").mkdir()
+    for tool in ("systemctl", "journalctl"):
+        wrapper = root / "bin" / tool
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} {tool} "$@"\n')
+        wrapper.chmod(0o755)
+    server = tmp_path / "srv.py"
+    server.write_text(SERVER)
+    port = free_port()
+    monkeypatch.setenv("PATH", f"{root / 'bin'}:/usr/bin:/bin")  # the agent inherits both
+    monkeypatch.setenv("DDTREE_SYSTEMD_STANDIN_ROOT", str(root))
+    monkeypatch.setenv("WATCH_TEST_KEY", "SECRET-KEY-2")
+    (tmp_path / "serve.env").write_text("MODE=http\n")
+
+    def make_host(mode: str, restart: str = "on-failure", **keys: object) -> Host:
+        (tmp_path / "serve.env").write_text(f'MODE="{mode}"\n')
+        (root / "units" / "demo.service").write_text(
+            f"[Service]\nEnvironmentFile={tmp_path}/serve.env\n"
+            f"ExecStart={sys.executable} {server} $MODE {port}\n"
+            f"Restart={restart}\nRestartSec=200ms\n"
+        )
+        spec = ServiceSpec(kind="systemd", unit="demo.service", poll_interval_s=0.1,
+                           health_url=f"http://127.0.0.1:{port}/", **keys)  # fmt: skip
+        return Host(name="x", address="local", service=spec,
+                    smoke={"api_key_env": "WATCH_TEST_KEY"})  # fmt: skip
+
+    yield fake_host, make_host
+    import subprocess
+
+    subprocess.run([str(root / "bin" / "systemctl"), "stop", "demo.service"], check=False)
+
+
+def restart_and_health(fake_host, host: Host):
+    return fake_host.call_ops(*[op for _, op in ops.service_ops(host)])
+
+
+@pytest.mark.parametrize("units", ["fake_host", "oldest_host"], indirect=True)
+def test_a_restart_loop_ends_a_900_s_wait_at_the_first_restart_and_the_control_dies(units):
+    fake_host, make_host = units
+    started = time.monotonic()
+    answer = restart_and_health(fake_host, make_host("crash", ready_timeout_s=900,
+                                                     fail_patterns=[]))  # fmt: skip
+    waited = time.monotonic() - started
+    failed = answer.failed
+    assert failed.op == "health" and failed.code == Code.UNHEALTHY, answer
+    assert "restart loop" in failed.error and "NRestarts 0 -> " in failed.error, failed.error
+    assert "restart counter is at 1" in failed.data["log"]  # the journal tail
+    assert "deliberately crashed" in failed.data["log"]
+    assert "SECRET-KEY-2" not in failed.data["log"]  # redacted, as for a log_file
+    assert waited < 60, waited
+    # control: Restart=no, the same crash leaves the unit failed: dead, not a loop
+    control = make_host("crash", restart="no", ready_timeout_s=900, fail_patterns=[])
+    answer = restart_and_health(fake_host, control)
+    assert "died while starting" in answer.failed.error, answer.failed.error
+    assert "ActiveState=failed" in answer.failed.error
+
+
+def test_a_fail_line_in_the_journal_ends_the_wait_and_without_patterns_it_runs_out(units):
+    fake_host, make_host = units
+    answer = restart_and_health(fake_host, make_host("schedex", ready_timeout_s=900))
+    assert "fail pattern 'Scheduler hit an exception'" in answer.failed.error, answer.failed
+    answer = restart_and_health(fake_host, make_host("schedex", ready_timeout_s=2,
+                                                     fail_patterns=[]))  # fmt: skip
+    assert "not ready after 2" in answer.failed.error, answer.failed.error
+
+
+def test_progress_comes_from_the_new_instances_journal_lines_only(units):
+    fake_host, make_host = units
+    for _ in range(2):  # the second restart must not see the first instance's lines again
+        answer = restart_and_health(fake_host, make_host("progress", ready_timeout_s=60))
+        assert answer.ok, answer
+        progress = answer.result("health").data["progress"]
+        patterns = [p["pattern"] for p in progress]
+        assert patterns == ["Load weight end", "The server is fired up and ready to roll"]
+
+
+def test_show_and_cursor_parsing():
+    state = service_systemd.parse_show("SubState=running\nNRestarts=3\nActiveState=active\n")
+    assert state == {"SubState": "running", "NRestarts": "3", "ActiveState": "active"}
+    assert service_systemd.n_restarts({}) == 0
+    lines, cursor = service_systemd.split_cursor("a\nb\n-- cursor: s=1;i=2\n")
+    assert (lines, cursor) == (["a", "b"], "s=1;i=2")
+    assert service_systemd.split_cursor("") == ([], None)
+
+
+def test_the_verdict_needs_a_dead_unit_or_a_grown_restart_counter():
+    marker = {"cursor": None, "n_restarts": 2}
+    looping = {"ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "2"}
+    assert service_systemd.unit_failure(looping, marker) is None  # not counted: no verdict
+    grown = dict(looping, NRestarts="3")
+    assert "NRestarts 2 -> 3" in service_systemd.unit_failure(grown, marker)
+    dead = {"ActiveState": "failed", "SubState": "failed", "NRestarts": "2"}
+    assert "died while starting" in service_systemd.unit_failure(dead, marker)
+    assert service_systemd.unit_failure({}, marker) is None  # systemctl could not say

@@ -1,0 +1,136 @@
+"""The `systemd` service kind end to end: real pushes to a real sshd sandbox host whose
+service is a unit of the sandbox's systemd TEST STAND-IN (sandbox/ddtree_sandbox/
+systemd_standin.py: unit file, EnvironmentFile=, Restart=on-failure, NRestarts, journal).
+
+A push restarts the unit with `systemctl restart` and the patchset's [serve] flags reach the
+server through `EnvironmentFile=`; a start that crashes loops under Restart=on-failure and the
+health wait ends at the first restart (NRestarts grew) although the service allows 900 s,
+then the rollback leaves the unit active on the old code and flags; a fail pattern in the
+unit's journal ends the wait as well.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from tests.support import make_patchset, utils_file
+
+pytestmark = pytest.mark.hosts
+
+DDTREE_FLAGS = ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "24"]
+
+
+@pytest.fixture
+def unit_host(sandbox_factory, tmp_path):
+    """One sandbox host with kind = "systemd" (the stand-in); its inventory's ready_timeout_s
+    is 900 s, so only the watchdog can end a failed start early."""
+    from tests.pipeline.conftest import Deploy
+
+    sandbox = sandbox_factory(1, service_kind="systemd")
+    inv = sandbox.inventory_path
+    text = inv.read_text()
+    assert 'kind = "systemd"' in text and "ready_timeout_s = 60\n" in text, text
+    inv.write_text(text.replace("ready_timeout_s = 60\n", "ready_timeout_s = 900\n"))
+    return Deploy(sandbox=sandbox, patchsets=make_patchset(tmp_path / "fast"))
+
+
+def _with_serve_flags(root):
+    toml = root / "patchset.toml"
+    toml.write_text(toml.read_text() + f"\n[serve]\nargs = {json.dumps(DDTREE_FLAGS)}\n")
+
+
+def _crash_at_start(root):
+    _with_serve_flags(root)
+    path = utils_file(root)
+    path.write_text(path.read_text() + "\nraise RuntimeError('deliberately crashed at start')\n")
+
+
+def _scheduler_exception_then_hang(root):
+    path = utils_file(root)
+    path.write_text(path.read_text() + "\nimport time as _t\n"
+                    "print('[stub] Scheduler hit an exception: RuntimeError: deliberate',"
+                    " flush=True)\n_t.sleep(3600)\n")  # fmt: skip
+
+
+def events_of(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def systemctl(host, *args: str) -> str:
+    """What the host's `systemctl ARGS` prints (the stand-in, as the agent's sessions see it)."""
+    from ddtree_sandbox.systemd_host import standin_dir
+
+    return host.run([f"{standin_dir(host)}/bin/systemctl", *args]).stdout.strip()
+
+
+def server_info(host) -> dict:
+    url = f"http://{host.address}:30000/server_info"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_a_push_restarts_the_unit_and_its_flags_come_through_the_environment_file(
+    unit_host, tmp_path
+):
+    host = unit_host.host
+    patchsets = make_patchset(tmp_path / "p", mutate=_with_serve_flags)
+    done = unit_host.cli("push", "-H", "host0", "--json", patchsets=patchsets)
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = events_of(done.stdout)
+    assert ("restart", "ok") in [(e["stage"], e["event"]) for e in events]
+    assert systemctl(host, "is-active", "sglang.service") == "active"
+    state = dict(line.split("=", 1) for line in systemctl(host, "show", "sglang").splitlines())
+    assert state["ActiveState"] == "active" and state["NRestarts"] == "0", state
+    info = server_info(host)
+    # the host's own flags (inventory serve.args) and the patchset's [serve], as launched
+    assert info["launch_args"] == ["--host", host.address, "--port", "30000", *DDTREE_FLAGS]
+    assert info["speculative_ddtree_budget"] == 24
+    assert str(state["MainPID"]) in systemctl(host, "show", "-p", "MainPID", "sglang")
+    # the start's progress marks came from the unit's journal
+    marks = [e["data"]["progress"]["pattern"] for e in events
+             if e["stage"] == "health" and e["event"] == "info"]  # fmt: skip
+    assert "Load weight end" in marks, marks
+
+
+def test_a_start_that_crashes_loops_and_is_rolled_back_at_the_first_restart(unit_host, tmp_path):
+    host = unit_host.host
+    inv = unit_host.sandbox.inventory_path  # the restart loop alone: no fail patterns
+    inv.write_text(inv.read_text().replace("ready_timeout_s = 900", "ready_timeout_s = 900\n"
+                                           "fail_patterns = []"))  # fmt: skip
+    before = host.tree_digest()
+    serve_before = (host.service_dir_on_disk / "sglang.env").read_bytes()
+    started = time.monotonic()
+    patchsets = make_patchset(tmp_path / "p", mutate=_crash_at_start)
+    done = unit_host.cli("push", "-H", "host0", "--json", patchsets=patchsets)
+    wall_s = time.monotonic() - started
+    assert done.returncode == 1, done.stderr[-3000:]
+    failed = [e for e in events_of(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
+    assert len(failed) == 1, failed
+    message = failed[0]["message"]
+    assert "restart loop: systemd restarted it" in message and "NRestarts 0 -> " in message, message
+    assert failed[0]["duration_s"] < 30, failed  # the service allowed 900 s
+    assert host.tree_digest() == before
+    assert (host.service_dir_on_disk / "sglang.env").read_bytes() == serve_before
+    assert [e["state"] for e in unit_host.journal()] == ["installing", "rolled_back"]
+    assert systemctl(host, "is-active", "sglang.service") == "active"
+    assert server_info(host)["launch_args"] == ["--host", host.address, "--port", "30000"]
+    print(f"\nrestart loop: health failed after {failed[0]['duration_s']:.1f} s, push rolled "
+          f"back in {wall_s:.1f} s (ready_timeout_s = 900)")  # fmt: skip
+
+
+def test_a_fail_pattern_in_the_journal_ends_the_wait(unit_host, tmp_path):
+    host = unit_host.host
+    before = host.tree_digest()
+    patchsets = make_patchset(tmp_path / "p", mutate=_scheduler_exception_then_hang)
+    done = unit_host.cli("push", "-H", "host0", "--json", patchsets=patchsets)
+    assert done.returncode == 1, done.stderr[-3000:]
+    failed = [e for e in events_of(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
+    assert len(failed) == 1 and "fail pattern 'Scheduler hit an exception'" in failed[0]["message"]
+    assert failed[0]["duration_s"] < 30, failed
+    assert host.tree_digest() == before
+    assert systemctl(host, "is-active", "sglang.service") == "active"
+    print(f"\njournal fail line: health failed after {failed[0]['duration_s']:.1f} s")
