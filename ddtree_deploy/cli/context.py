@@ -18,6 +18,8 @@ from rich.markup import escape
 
 from ddtree_deploy.fleet import parse_shard, shard_items
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
+from ddtree_deploy.inventory.models import RestartGroup
+from ddtree_deploy.inventory.select import selected_restart_groups
 
 InventoryOpt = Annotated[
     Path | None,
@@ -102,6 +104,12 @@ class Targets:
         if self.become:
             chosen = [host.model_copy(update={"become": "sudo"}) for host in chosen]
         return chosen
+
+    def restart_groups(self, chosen: list[Host], ignore: bool) -> tuple[RestartGroup, ...]:
+        """The restart groups among `chosen` (all members selected); raises ConfigError
+        when a group is only partly selected, unless `ignore` (--ignore-groups)."""
+        inventory = load_inventory(self.inventory or default_inventory_path())
+        return selected_restart_groups(inventory, chosen, ignore)
 
 
 @dataclass(frozen=True)

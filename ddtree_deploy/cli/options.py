@@ -58,6 +58,14 @@ IsolatedImportsOpt = Annotated[
         "as inventory [hosts.NAME.smoke] isolated_imports = true.",
     ),
 ]
+IgnoreGroupsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ignore-groups",
+        help="Push members of a restart group ([groups.NAME] members) on their own, each "
+        "restarted alone (normally refused: the group's hosts change and restart together).",
+    ),
+]
 BreakLockOpt = Annotated[
     bool, typer.Option("--break-lock", help="Take over a lock held by another run (shown).")
 ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 import typer
 
-from ddtree_deploy.fleet import RolloutPolicy, parse_batches, parse_count
+from ddtree_deploy.fleet import GroupUnit, RolloutPolicy, parse_batches, parse_count
 from ddtree_deploy.pipeline import (
     PushOptions,
     controller_holder,
@@ -15,6 +16,7 @@ from ddtree_deploy.pipeline import (
     push_host,
     rollback_host,
 )
+from ddtree_deploy.pipeline.group import push_group, undo_group
 from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
 
 from .choice import load_choice
@@ -24,6 +26,7 @@ from .context import RunContext
 from .options import (
     BreakLockOpt,
     GateModeOpt,
+    IgnoreGroupsOpt,
     IsolatedImportsOpt,
     NoRestartOpt,
     PatchsetOpt,
@@ -81,6 +84,7 @@ def push(
     gate: GateModeOpt = None,
     yes: YesOpt = False,
     isolated_imports: IsolatedImportsOpt = False,
+    ignore_groups: IgnoreGroupsOpt = False,
 ) -> None:
     """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
 
@@ -88,9 +92,11 @@ def push(
     new server is compared with it after the restart. Any failure after the backup rolls
     the host back by itself (exit 1). Hosts go in waves:
     --canary N alone first, then --batch sizes; once --max-fail is passed (or a canary
-    fails) no new host starts, and hosts this run deployed are rolled back.
+    fails) no new host starts, and hosts this run deployed are rolled back. The members
+    of a restart group ([groups.NAME] members) change and restart together, as one unit.
     """
     hosts = with_isolated_imports(run.targets.resolve(), isolated_imports)
+    restart_groups = run.targets.restart_groups(hosts, ignore_groups)
     choice = load_choice(patchset, patchsets_dir, strict)
     policy = RolloutPolicy(
         parallel=run.parallel,
@@ -111,6 +117,15 @@ def push(
         smoke_sources=load_smoke_sources(choice.suite_names, default_smoke_dir()),
         gate_mode=gate_mode(gate),
     )
+    units = tuple(
+        GroupUnit(
+            group.name,
+            group.members,
+            fn=functools.partial(push_group, group=group, choice=choice, opts=opts),
+            undo=functools.partial(undo_group, group=group, holder=opts.holder),
+        )
+        for group in restart_groups
+    )
     run_and_exit(
         run,
         f"push {choice.label}",
@@ -118,4 +133,5 @@ def push(
         per_host(choice, lambda r, prepared: push_host(r, prepared, opts)),
         policy=policy,
         undo=lambda r, done: rollback_host(r, opts.holder, done.deploy_id, opts.restart),
+        groups=units,
     )

@@ -8,7 +8,7 @@ import typer
 from rich.console import RenderableType
 from rich.text import Text
 
-from ddtree_deploy.fleet import HostFn, RolloutPolicy, UndoFn, run_rollout
+from ddtree_deploy.fleet import GroupUnit, HostFn, RolloutPolicy, UndoFn, run_rollout
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline import new_run_id
 from ddtree_deploy.report import (
@@ -37,6 +37,7 @@ def run_and_exit(
     table: Table | None = None,
     policy: RolloutPolicy | None = None,
     undo: UndoFn | None = None,
+    groups: tuple[GroupUnit, ...] = (),
 ) -> None:
     """Run fn across hosts per policy (default: --parallel at a time), print the summary, write
     JUnit and the Markdown summary; raise typer.Exit with the documented code (the most urgent
@@ -45,7 +46,7 @@ def run_and_exit(
     policy = policy or RolloutPolicy(parallel=run.parallel)
     with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:
         sink = FanoutSink(JsonLinesSink() if out.json_lines else None, human)
-        fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo)
+        fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo, groups)
     if not hosts:
         console.print(Text(f"{title}: no hosts selected (empty shard): nothing to do"))
     elif table is not None:

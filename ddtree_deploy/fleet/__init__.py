@@ -14,6 +14,7 @@ from ddtree_deploy.fleet.policy import (
 from ddtree_deploy.fleet.run import (
     SUCCESS,
     FleetResult,
+    GroupUnit,
     HostFn,
     RolloutPolicy,
     UndoFn,
@@ -24,6 +25,7 @@ __all__ = [
     "SUCCESS",
     "Count",
     "FleetResult",
+    "GroupUnit",
     "HostFn",
     "RolloutPolicy",
     "UndoFn",

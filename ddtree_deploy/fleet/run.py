@@ -23,6 +23,25 @@ from ddtree_deploy.transport import open_transport
 HostFn = Callable[[HostRun], HostResult]
 # Undo a host's successful change after the fleet stopped: (its run, the result it ended with).
 UndoFn = Callable[[HostRun, HostResult], HostResult]
+# A restart group's members run together: their runs in member order -> their results.
+GroupFn = Callable[[list[HostRun]], list[HostResult]]
+GroupUndoFn = Callable[[list[HostRun], list[HostResult]], list[HostResult]]
+
+
+@dataclass(frozen=True)
+class GroupUnit:
+    """Hosts the fleet runs as ONE unit (a restart group): one slot of a wave, one failure
+    for max-fail and canary, their function run with all of them, undone together."""
+
+    name: str
+    members: tuple[str, ...]
+    fn: GroupFn
+    undo: GroupUndoFn | None = None
+
+    @property
+    def key(self) -> str:
+        return f"group {self.name}"
+
 
 SUCCESS = frozenset({Outcome.OK, Outcome.NO_CHANGES})
 
@@ -120,14 +139,18 @@ def run_rollout(
     sink: EventSink,
     policy: RolloutPolicy,
     undo: UndoFn | None = None,
+    groups: tuple[GroupUnit, ...] = (),
 ) -> FleetResult:
     """fn on every host wave by wave; after a stop, undo the hosts this run changed.
+
+    `groups`: restart groups among the hosts (every member selected): each is one unit of
+    the waves, run with its own function on all its members at once.
 
     A host not started when the fleet stops ends NOT_STARTED (a `connect` skip event) and is
     never touched. With `undo` and `policy.rollback_on_abort`, every host that ended OK with a
     deploy_id is undone once the failed wave has settled, so the fleet ends where it began.
     """
-    rollout = _Rollout(hosts, fn, run_id, sink, policy, undo)
+    rollout = _Rollout(hosts, fn, run_id, sink, policy, undo, groups)
     return rollout.run()
 
 
@@ -139,31 +162,59 @@ class _Rollout:
     sink: EventSink
     policy: RolloutPolicy
     undo: UndoFn | None
+    groups: tuple[GroupUnit, ...] = ()
     results: dict[str, HostResult] = field(default_factory=dict)
     kept: dict[str, _HostSession] = field(default_factory=dict)
+    kept_groups: dict[str, list[_HostSession]] = field(default_factory=dict)
     failed: int = 0
     failed_in_wave: dict[int, int] = field(default_factory=dict)
     stopped: str | None = None
     waves: list[Wave] = field(default_factory=list)
+    units: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self) -> FleetResult:
         by_name = {h.name: h for h in self.hosts}
-        waves = self.waves = plan_waves(list(by_name), self.policy.canary, self.policy.batches)
-        workers = max(1, min(self.policy.parallel, len(self.hosts)))
+        units = {g.key: g for g in self.groups}
+        unit_of = {member: g.key for g in self.groups for member in g.members}
+        keys = list(dict.fromkeys(unit_of.get(h.name, h.name) for h in self.hosts))
+        self.units = len(keys)
+        waves = self.waves = plan_waves(keys, self.policy.canary, self.policy.batches)
+        workers = max(1, min(self.policy.parallel, len(keys)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for wave in waves:
                 if self.stopped:
                     break
-                list(pool.map(lambda name, w=wave: self._start(by_name[name], w), wave.hosts))
-            wave_of = {name: _label(w, waves) for w in waves for name in w.hosts}
+                list(
+                    pool.map(
+                        lambda key, w=wave: (
+                            self._start_group(units[key], by_name, w)
+                            if key in units
+                            else self._start(by_name[key], w)
+                        ),
+                        wave.hosts,
+                    )
+                )
+            wave_of = {
+                member: _label(w, waves)
+                for w in waves
+                for key in w.hosts
+                for member in (units[key].members if key in units else (key,))
+            }
             for host in self.hosts:
                 if host.name not in self.results:
                     self._skip(host, wave_of.get(host.name, ""))
-            if self.stopped and self.kept and self.undo and self.policy.rollback_on_abort:
+            undoing = self.stopped and self.undo and self.policy.rollback_on_abort
+            if undoing and self.kept:
                 list(pool.map(self._undo, list(self.kept)))
+            if undoing and self.kept_groups:
+                list(pool.map(lambda key: self._undo_group(units[key]), list(self.kept_groups)))
         for name, session in list(self.kept.items()):
             self.results[name] = session.finish(self.results[name])
+        for group_sessions in self.kept_groups.values():
+            for session in group_sessions:
+                name = session.run.host.name
+                self.results[name] = session.finish(self.results[name])
         ordered = [self.results[h.name] for h in self.hosts]
         return FleetResult(ordered, waves, self.stopped)
 
@@ -191,13 +242,84 @@ class _Rollout:
                         wave,
                         self.failed_in_wave[wave.index],
                         self.failed,
-                        len(self.hosts),
+                        self.units,
                         self.policy.max_fail,
                     )
         if not keep:
             finished = session.finish(result)
             with self._lock:
                 self.results[host.name] = finished
+
+    def _start_group(self, group: GroupUnit, by_name: dict[str, Host], wave: Wave) -> None:
+        """The group's function on all its members at once; one failure for the unit."""
+        with self._lock:
+            if self.stopped:
+                return  # its members become NOT_STARTED below
+        label = _label(wave, self.waves)
+        sessions = [_HostSession(by_name[m], self.run_id, self.sink, label) for m in group.members]
+        runs = [session.run for session in sessions]
+        started = time.monotonic()
+        try:
+            results = group.fn(runs)
+        except Exception as exc:  # a bug in the group's run must not kill the fleet
+            why = f"internal error: {type(exc).__name__}: {exc}"
+            results = [run.result(Outcome.NEEDS_ATTENTION, why) for run in runs]
+        for session in sessions:
+            session.duration_s += time.monotonic() - started
+        ok = all(r.outcome in SUCCESS for r in results)
+        keep = (
+            group.undo is not None
+            and self.undo is not None
+            and self.policy.rollback_on_abort
+            and all(r.outcome == Outcome.OK and r.deploy_id for r in results)
+        )
+        with self._lock:
+            for result in results:
+                self.results[result.host] = result
+            if keep:
+                self.kept_groups[group.key] = sessions
+            if not ok:
+                self.failed += 1
+                self.failed_in_wave[wave.index] = self.failed_in_wave.get(wave.index, 0) + 1
+                if self.stopped is None:
+                    self.stopped = stop_reason(
+                        wave,
+                        self.failed_in_wave[wave.index],
+                        self.failed,
+                        self.units,
+                        self.policy.max_fail,
+                    )
+        if not keep:
+            for session, result in zip(sessions, results, strict=True):
+                finished = session.finish(result)
+                with self._lock:
+                    self.results[result.host] = finished
+
+    def _undo_group(self, group: GroupUnit) -> None:
+        """Undo a group this run deployed, together (after the fleet stopped)."""
+        sessions = self.kept_groups[group.key]
+        done = [self.results[s.run.host.name] for s in sessions]
+        assert group.undo is not None  # only groups kept for an undo get here
+        try:
+            undone = group.undo([s.run for s in sessions], done)
+        except Exception as exc:  # as for one host: a result, not a dead fleet
+            why = f"internal error: {type(exc).__name__}: {exc}"
+            undone = [s.run.result(Outcome.NEEDS_ATTENTION, why) for s in sessions]
+        for session, before, after in zip(sessions, done, undone, strict=True):
+            if after.outcome in (Outcome.OK, Outcome.ROLLED_BACK):
+                outcome = Outcome.ROLLED_BACK
+                message = f"deployed, then rolled back with group {group.name}: fleet stopped"
+            else:
+                outcome = Outcome.NEEDS_ATTENTION
+                message = f"deployed; the group's rollback after the stop failed: {after.message}"
+            self.results[before.host] = HostResult(
+                host=before.host,
+                outcome=outcome,
+                message=message,
+                deploy_id=before.deploy_id,
+                details={**before.details, "undo": after.message},
+                records=session.recorder.records,
+            )
 
     def _skip(self, host: Host, wave: str) -> None:
         recorder = HostRecorder(host=host.name, run_id=self.run_id, sink=self.sink)

@@ -13,13 +13,15 @@ from ddtree_deploy.errors import InventoryError
 from ddtree_deploy.gate.prompts import read_prompts
 from ddtree_deploy.gate.settings import GateConfig
 from ddtree_deploy.inventory.jumps import check_jump_chains
-from ddtree_deploy.inventory.models import Host, Inventory
+from ddtree_deploy.inventory.models import Host, Inventory, RestartGroup
 
 ENV_VAR = "DDTREE_DEPLOY_INVENTORY"
 DEFAULT_PATH = "inventories/default.toml"
 _TOP_KEYS = {"defaults", "groups", "hosts"}
 _SUBTABLES = ("service", "smoke", "serve", "hooks")
-_GROUP_KEYS = {"gate"}  # what a [groups.NAME] table may set
+# What a [groups.NAME] table may set: its gate; `members` (+ leader...) make it a restart group.
+_GROUP_KEYS = {"gate", "members", "leader", "restart", "start_order"}
+_RESTART_KEYS = ("members", "leader", "restart", "start_order")
 _LOADER_KEYS = {"jump_hosts"}  # host fields only the loader sets
 
 
@@ -65,7 +67,47 @@ def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
         hosts[name] = _with_gates(host, default_gate, groups, source)
     hosts = _with_jump_hosts(hosts, source)
     _check_unique_addresses(hosts, source)
-    return Inventory(source=source, hosts=hosts)
+    restart_groups = _restart_groups(raw.get("groups", {}), hosts, source)
+    return Inventory(source=source, hosts=hosts, restart_groups=restart_groups)
+
+
+def _restart_groups(
+    raw: dict[str, Any], hosts: dict[str, Host], source: str
+) -> dict[str, RestartGroup]:
+    """The [groups.NAME] tables with `members`: validated, every member a known host with a
+    restartable service (not a container's), each host in one restart group at most."""
+    found: dict[str, RestartGroup] = {}
+    owner: dict[str, str] = {}
+    for name, table in raw.items():
+        keys = {key: table[key] for key in _RESTART_KEYS if key in table}
+        if not keys:
+            continue
+        where = f"{source}: group {name!r}"
+        if "members" not in keys or "leader" not in keys:
+            raise InventoryError(f"{where}: a restart group needs 'members' and 'leader'")
+        try:
+            group = RestartGroup(name=name, **keys)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"])
+            message = err["msg"].removeprefix("Value error, ")
+            raise InventoryError(f"{where}: {f'key {key!r}: ' if key else ''}{message}") from None
+        for member in group.members:
+            if member not in hosts:
+                raise InventoryError(f"{where}: member {member!r} is not an inventory host")
+            kinds = {spec.kind for spec, _ in hosts[member].named_services()}
+            if not kinds or kinds & {"container"}:
+                raise InventoryError(
+                    f"{where}: member {member!r} needs a systemd or command service to "
+                    f"restart together (it has: {', '.join(sorted(kinds)) or 'none'})"
+                )
+            if member in owner:
+                raise InventoryError(
+                    f"{where}: host {member!r} is already in restart group {owner[member]!r}"
+                )
+            owner[member] = name
+        found[name] = group
+    return found
 
 
 def _with_jump_hosts(hosts: dict[str, Host], source: str) -> dict[str, Host]:

@@ -362,11 +362,47 @@ class Host(_Strict):
         return f"{where} [{self.container}]" if self.container else where
 
 
+class RestartGroup(_Strict):
+    """Hosts that serve ONE server together (sglang --nnodes N: rank 0 the leader) and so
+    must run the same code and restart together: `[groups.NAME]` with `members`.
+
+    A push treats the group as one unit (canary, waves, max-fail): every member through
+    smoke, then a barrier; then every member's service stopped, the workers started (in
+    member order, liveness by their status), then the leader (health, the after-restart
+    suites, the serving gate); any member failing anywhere rolls back every member and
+    restarts the group on the old code. start_order "leader_first" starts the leader first
+    (for servers whose workers connect to a listening leader).
+    """
+
+    name: str
+    members: tuple[str, ...] = Field(min_length=2)
+    leader: str
+    restart: Literal["together"] = "together"
+    start_order: Literal["workers_first", "leader_first"] = "workers_first"
+
+    @model_validator(mode="after")
+    def _leader_is_member(self) -> RestartGroup:
+        if self.leader not in self.members:
+            raise ValueError(f"leader {self.leader!r} is not one of members {list(self.members)}")
+        if len(set(self.members)) != len(self.members):
+            raise ValueError("a host is listed twice in members")
+        return self
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return tuple(name for name in self.members if name != self.leader)
+
+
 class Inventory(_Strict):
-    """Every host of one inventory file, by name."""
+    """Every host of one inventory file, by name, and its restart groups."""
 
     source: str
     hosts: dict[str, Host]
+    restart_groups: dict[str, RestartGroup] = Field(default_factory=dict)
+
+    def restart_group_of(self, host: str) -> RestartGroup | None:
+        """The restart group `host` is a member of, if any."""
+        return next((g for g in self.restart_groups.values() if host in g.members), None)
 
     @property
     def groups(self) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 
 from ddtree_deploy.errors import InventoryError
-from ddtree_deploy.inventory.models import Host, Inventory
+from ddtree_deploy.inventory.models import Host, Inventory, RestartGroup
 
 
 def select_hosts(
@@ -22,14 +22,16 @@ def select_hosts(
     for name in names:
         if name not in inventory.hosts:
             raise InventoryError(f"{inventory.source}: unknown host {name!r}")
-    known_groups = inventory.groups
+    known_groups = inventory.groups | set(inventory.restart_groups)
     for group in groups:
         if group not in known_groups:
             raise InventoryError(f"{inventory.source}: unknown group {group!r}")
+    members = {m for g in groups if g in inventory.restart_groups
+               for m in inventory.restart_groups[g].members}  # fmt: skip
     chosen = [
         h
         for h in inventory.hosts.values()
-        if all_hosts or h.name in names or set(h.groups) & set(groups)
+        if all_hosts or h.name in names or set(h.groups) & set(groups) or h.name in members
     ]
     if limit:
         patterns = [p for p in limit.split(",") if p]
@@ -37,3 +39,27 @@ def select_hosts(
         if not chosen:
             raise InventoryError(f"{inventory.source}: --limit {limit!r} matches no host")
     return chosen
+
+
+def selected_restart_groups(
+    inventory: Inventory, chosen: list[Host], ignore_groups: bool = False
+) -> tuple[RestartGroup, ...]:
+    """The restart groups whose members are all in `chosen` (each then runs as one unit);
+    raises InventoryError naming the group when only some members are chosen (a
+    multi-node server must not run mixed code), unless `ignore_groups` (then none)."""
+    if ignore_groups:
+        return ()
+    names = {h.name for h in chosen}
+    found = []
+    for group in inventory.restart_groups.values():
+        picked = [m for m in group.members if m in names]
+        if picked and len(picked) < len(group.members):
+            missing = ", ".join(m for m in group.members if m not in names)
+            raise InventoryError(
+                f"{inventory.source}: {', '.join(picked)} of restart group {group.name!r} "
+                f"selected without {missing}: its members change and restart together "
+                f"(select them all, e.g. -g {group.name}, or pass --ignore-groups)"
+            )
+        if picked:
+            found.append(group)
+    return tuple(found)

@@ -4,7 +4,7 @@ when any request from install on fails (docs/architecture.md, "One push, round t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -85,6 +85,21 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     changed), ROLLED_BACK after a failed request, or NEEDS_ATTENTION when the rollback
     itself failed (the message says what to run).
     """
+    push = begin_push(run, prepared, opts)
+    if isinstance(push, HostResult):
+        return push
+    changes = Changes.of(push)
+    for request in PUSH_REQUESTS[1:]:
+        if (ended := changes.send(request)) is not None:
+            return ended
+    return changes.done()
+
+
+def begin_push(
+    run: HostRun, prepared: PreparedPatchset, opts: PushOptions
+) -> PushSteps | HostResult:
+    """The push's preflight (facts, plan, lock): the push's steps once it passed, else how
+    the host ends (nothing changed)."""
     try:
         serve = ops.plan_serve_file(run.host, prepared)
         gate = plan_gate(run.host, prepared, opts.gate_mode)
@@ -93,8 +108,7 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
     if serve is not None:
         run.recorder.info(Stage.PREFLIGHT, f"serve flags: {serve.describe()}")
     push = PushSteps(run, prepared, opts, serve, gate)
-    preflight, *changes = PUSH_REQUESTS
-    pre = run.ask(push.steps(preflight.stages))
+    pre = run.ask(push.steps(PUSH_REQUESTS[0].stages))
     if isinstance(pre, HostResult):
         return pre
     refused = _judge_preflight(run, prepared, pre)
@@ -110,14 +124,13 @@ def push_host(run: HostRun, prepared: PreparedPatchset, opts: PushOptions) -> Ho
         run.recorder.info(
             Stage.PREFLIGHT, f"--break-lock: took over the lock of {_holder(replaced)}"
         )
-    push = dataclasses.replace(
+    return dataclasses.replace(
         push,
         site=facts.package_root,
         plan=plan.files,
         deploy_id=new_deploy_id(prepared.name, prepared.version),
         container=facts.container,
     )
-    return _change(push, changes)
 
 
 def _judge_preflight(
@@ -149,57 +162,86 @@ def _judge_preflight(
     return run.result(outcome, message, details=failed.data or {})
 
 
-def _change(push: PushSteps, requests: list[Request]) -> HostResult:
-    """Send the requests that change the host, in order; the first failure decides.
+@dataclass
+class Changes:
+    """The requests that change one host, sent one at a time after its preflight passed;
+    the first failure rolls the host back.
 
     The serving gate's stages are judged here, on the controller: a baseline that cannot
     be compared against, or a failed comparison, fails its request like a failed op.
     """
-    run, sent, suites = push.run, [], []
-    gate = PushGate(run, push.gate) if push.gating and push.gate is not None else None
-    traffic = Traffic(run, push.deploy_id) if push.restarts else None
-    for request in requests:
+
+    push: PushSteps
+    gate: PushGate | None = None
+    traffic: Traffic | None = None
+    sent: list[Stage] = field(default_factory=list)
+    suites: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, push: PushSteps) -> Changes:
+        gate = PushGate(push.run, push.gate) if push.gating and push.gate is not None else None
+        traffic = Traffic(push.run, push.deploy_id) if push.restarts else None
+        return cls(push, gate, traffic)
+
+    @property
+    def restarted(self) -> bool:
+        """Whether a restart was sent (a rollback then restarts the service again)."""
+        return Stage.RESTART in self.sent
+
+    def send(self, request: Request) -> HostResult | None:
+        """Send one request; None when it passed (or was empty), else how the host ended."""
+        push, run = self.push, self.push.run
         for stage in request.stages:
             if (why := push.skip_reason(stage)) is not None:
                 run.recorder.skip(stage, why)
         steps = push.steps(request.stages)
         if not steps:
-            continue
-        if traffic is not None and any(stage == Stage.RESTART for stage, _ in steps):
-            if (why := traffic.drain_stage()) is not None:  # nothing restarted: files back, exit 1
-                return _rollback(push, None, False, gate, reason=why, traffic=traffic)
-        sent += [stage for stage, _ in steps]
-        restarted = Stage.RESTART in sent  # a rollback then restarts the service again
+            return None
+        if self.traffic is not None and any(stage == Stage.RESTART for stage, _ in steps):
+            if (why := self.traffic.drain_stage()) is not None:  # nothing restarted: exit 1
+                return self.rollback(why)
+        self.sent += [stage for stage, _ in steps]
         try:
             response = run.call(steps, judged=_GATE_STAGES)
         except TransportError as exc:
-            return _lost(push, exc, steps[0][0], restarted, traffic)
+            return _lost(push, exc, steps[0][0], self.restarted, self.traffic)
+        gate = self.gate
         if gate is not None and response.ok and (why := _judge(gate, request, response)):
-            return _rollback(push, response, restarted, gate, reason=why, traffic=traffic)
+            return self.rollback(why, response)
         if not response.ok and request.on_fail == OnFail.IGNORE:
             run.recorder.info(steps[0][0], f"no reference recorded: {_error(response)}")
-            continue  # verify says what it lacked
-        suites += _report_suites(run, steps, response)  # failed suites too: they say why
+            return None  # verify says what it lacked
+        self.suites += report_suites(run, steps, response)  # failed suites too: they say why
         if response.ok:
-            continue
+            return None
         if request.on_fail == OnFail.UNTOUCHED:
             run.release_lock()
             message = f"{_error(response)}; site-packages untouched"
             return run.result(Outcome.ROLLED_BACK, message, deploy_id=push.deploy_id)
-        return _rollback(push, response, restarted, gate, traffic=traffic)
-    details: dict[str, Any] = {"suites": suites}
-    if gate is not None:
-        details["gate"] = gate.details()
-    outcome, message = Outcome.OK, "deployed"
-    if traffic is not None and (why := traffic.readmit_stage()) is not None:
-        outcome, message = Outcome.NEEDS_ATTENTION, f"deployed, but {why}"
-    return run.result(
-        outcome,
-        message,
-        deploy_id=push.deploy_id,
-        version_now=push.prepared.ref,
-        details=details,
-    )
+        return _rollback(push, response, self.restarted, gate, traffic=self.traffic)
+
+    def rollback(self, reason: str, response: AgentResponse | None = None) -> HostResult:
+        """Restore the backup because of `reason` (no op of this host failed)."""
+        return _rollback(
+            self.push, response, self.restarted, self.gate, reason=reason, traffic=self.traffic
+        )
+
+    def done(self) -> HostResult:
+        """Every request passed: put drained servers back; the host's result."""
+        push = self.push
+        details: dict[str, Any] = {"suites": self.suites}
+        if self.gate is not None:
+            details["gate"] = self.gate.details()
+        outcome, message = Outcome.OK, "deployed"
+        if self.traffic is not None and (why := self.traffic.readmit_stage()) is not None:
+            outcome, message = Outcome.NEEDS_ATTENTION, f"deployed, but {why}"
+        return push.run.result(
+            outcome,
+            message,
+            deploy_id=push.deploy_id,
+            version_now=push.prepared.ref,
+            details=details,
+        )
 
 
 _GATE_STAGES = frozenset({Stage.BASELINE, Stage.CANARY})
@@ -214,9 +256,7 @@ def _judge(gate: PushGate, request: Request, response: AgentResponse) -> str | N
     return None
 
 
-def _report_suites(
-    run: HostRun, steps: list[Step], response: AgentResponse
-) -> list[dict[str, Any]]:
+def report_suites(run: HostRun, steps: list[Step], response: AgentResponse) -> list[dict[str, Any]]:
     """Emit one info event per suite result of the smoke ops in `steps`; return them."""
     reported = []
     for (stage, _), result in zip(steps, response.results, strict=False):

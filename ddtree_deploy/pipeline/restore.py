@@ -17,11 +17,14 @@ def restore_backup(
     stage: Stage,
     final_state: str = "rolled_back",
     reason: str = "",
+    unlock: bool = True,
 ) -> HostResult:
     """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
 
     `stage` (rollback or recover) reports the restore; the lock release is its own `unlock`
-    stage. Returns ROLLED_BACK, or NEEDS_ATTENTION saying what state each file is in.
+    stage (left to the caller when not `unlock`: a restart group restarts its members
+    together after restoring each). Returns ROLLED_BACK, or NEEDS_ATTENTION saying what
+    state each file is in.
     """
     steps: list[Step] = [
         (stage, ops.restore_op(deploy_id)),
@@ -29,7 +32,8 @@ def restore_backup(
     ]
     if restart:
         steps += [(stage, op) for _, op in ops.service_ops(run.host)]
-    steps.append((Stage.UNLOCK, ops.unlock_op(run.run_id)))
+    if unlock:
+        steps.append((Stage.UNLOCK, ops.unlock_op(run.run_id)))
     try:
         response = run.call(steps)
     except TransportError as exc:

@@ -307,6 +307,18 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
     return restarts + [("health", Op.of(wire.HealthArgs(service=s))) for s in records]
 
 
+def service_action_ops(host: Host, action: str, health: bool = False) -> list[tuple[str, Op]]:
+    """A restart group's phase ops for every service of the host: "stop" or "start"
+    (restart stage), each start followed by its health wait when `health` (the leader)."""
+    pairs: list[tuple[str, Op]] = []
+    for spec, name in host.named_services():
+        service = _service_record(host, spec, name)
+        pairs.append(("restart", Op.of(wire.RestartArgs(service=service, action=action))))
+        if health and action == "start":
+            pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
+    return pairs
+
+
 def services_op(host: Host) -> Op | None:
     """Return the read-only services op (each service's state now), None without one."""
     named = host.named_services()

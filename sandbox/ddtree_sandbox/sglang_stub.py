@@ -19,8 +19,13 @@ in ``stub.json``: ``never_ready`` (health stays 503), ``fail_start`` (exit 1 at 
 server is stopped: what a killed sglang leaves behind), ``generate_delay_s`` (each
 ``/generate`` takes that long) and ``metrics`` (``/metrics`` exports sglang's
 ``sglang:num_running_reqs`` gauge: the requests in ``/generate`` now, as
-``--enable-metrics`` does). It logs sglang's "Load weight end"
-line after the imports and its "fired up" line when ready (the start-up watchdog's marks).
+``--enable-metrics`` does). ``group`` (a multi-node server, like sglang ``--nnodes``):
+``{"role": "leader" | "worker", "rank": R, "nnodes": N, "leader": "http://ADDR:PORT"}``: a
+worker serves no HTTP; it registers the sha256 of its installed ``ddtree_utils.py`` with
+the leader (``POST /register``) and exits when the leader stops answering; the leader's
+health stays 503 until every rank 1..N-1 registered the same sha256 as its own. It logs
+sglang's "Load weight end" line after the imports and its "fired up" line when ready (the
+start-up watchdog's marks).
 ``api_key`` (sglang's ``--api-key``): every route but ``/health*`` and ``/metrics`` then answers
 401 ``{"error": "Unauthorized"}`` without ``Authorization: Bearer KEY``, and ``/server_info``
 echoes the key, as sglang's (it returns its server args) does.
@@ -30,6 +35,7 @@ Exit codes: ``status`` 0 running, 3 stopped; ``start``/``stop`` 0 on success, 1 
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import importlib
 import importlib.util
@@ -42,6 +48,8 @@ import sys
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -65,7 +73,12 @@ DEFAULTS = {
     "api_key": None,
     "generate_delay_s": 0.0,
     "metrics": False,
+    "group": None,
 }
+# The patched file whose sha256 the ranks of a group compare (the fast test patchsets' file).
+GROUP_FILE_MODULE = "sglang.srt.speculative.ddtree_utils"
+WORKER_GIVE_UP_S = 300.0  # a worker that never reached its leader exits after this long
+WORKER_LOST_POLLS = 4  # leader polls (0.5 s apart) refused in a row: the leader died
 
 
 def log(message: str) -> None:
@@ -197,9 +210,32 @@ class StubState:
         self.ready_at = time.monotonic() + float(config["startup_delay_s"])
         self.running = 0  # requests in /generate now (the metrics gauge)
         self.lock = threading.Lock()
+        self.ranks: dict[int, str] = {}  # a group leader's registered workers: rank -> sha256
+        self.own_sha = patched_sha256()
 
     def is_ready(self) -> bool:
-        return not self.config["never_ready"] and time.monotonic() >= self.ready_at
+        started = not self.config["never_ready"] and time.monotonic() >= self.ready_at
+        return started and self.group_complete()
+
+    def group_complete(self) -> bool:
+        """A group leader: every worker rank registered this leader's sha256."""
+        group = self.config["group"]
+        if not group:
+            return True
+        wanted = set(range(1, int(group["nnodes"])))
+        with self.lock:
+            return set(self.ranks) == wanted and set(self.ranks.values()) <= {self.own_sha}
+
+    def register(self, request: dict) -> tuple[int, dict]:
+        """A worker's registration: 200, or 409 when its patch differs from the leader's."""
+        rank, sha = int(request["rank"]), str(request["sha256"])
+        with self.lock:
+            self.ranks[rank] = sha
+        if sha != self.own_sha:
+            log(f"group: rank {rank} runs different code ({sha[:12]} != {self.own_sha[:12]})")
+            return 409, {"error": "different code"}
+        log(f"group: rank {rank} registered ({sha[:12]})")
+        return 200, {"ok": True}
 
     def server_info(self) -> dict:
         return {
@@ -257,6 +293,10 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             if not state.authorized(self.path, self.headers.get("Authorization")):
                 self.send_json(401, {"error": "Unauthorized"})
+                return
+            if self.path == "/register" and state.config["group"]:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.send_json(*state.register(json.loads(self.rfile.read(length) or b"{}")))
                 return
             if self.path != "/generate":
                 self.send_json(404, {"error": f"no route {self.path}"})
@@ -316,6 +356,9 @@ def cmd_serve(flags: list[str] | None = None) -> int:
         return 1
     log(f"imported sglang {version} from {sys.modules['sglang'].__file__}")
     log("Load weight end. (stub: no weights)")
+    group = config["group"]
+    if group and group["role"] == "worker":
+        return run_worker(group)
     state = StubState(config, version)
     server = ThreadingHTTPServer((config["host"], int(config["port"])), make_handler(state))
     server.daemon_threads = True
@@ -338,6 +381,49 @@ def cmd_serve(flags: list[str] | None = None) -> int:
     # Skip interpreter teardown: with torch and sglang loaded it adds about a second.
     sys.stdout.flush()
     os._exit(0)
+
+
+def patched_sha256() -> str:
+    """sha256 of the installed GROUP_FILE_MODULE file ("absent" when there is none)."""
+    spec = importlib.util.find_spec(GROUP_FILE_MODULE)
+    if spec is None or not spec.origin:
+        return "absent"
+    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+
+
+def run_worker(group: dict) -> int:
+    """A group worker: register with the leader until it answers, then exit once it is
+    gone (sglang's non-zero ranks die with rank 0). Serves no HTTP."""
+    body = json.dumps({"rank": group["rank"], "sha256": patched_sha256()}).encode()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    deadline = time.monotonic() + WORKER_GIVE_UP_S
+    while True:  # register (the leader may start after this worker)
+        try:
+            request = urllib.request.Request(f"{group['leader']}/register", data=body)
+            with opener.open(request, timeout=5):
+                break
+        except urllib.error.HTTPError as exc:
+            log(f"group: the leader refused rank {group['rank']}: HTTP {exc.code}: exiting 1")
+            os._exit(1)
+        except OSError:
+            if time.monotonic() > deadline:
+                log("group: the leader never answered: exiting 1")
+                os._exit(1)
+            time.sleep(0.2)
+    log(f"group: rank {group['rank']} registered with {group['leader']}")
+    lost = 0
+    while lost < WORKER_LOST_POLLS:
+        time.sleep(0.5)
+        try:
+            with opener.open(f"{group['leader']}/health", timeout=5):
+                lost = 0
+        except urllib.error.HTTPError:
+            lost = 0  # it answers (503 while other ranks register)
+        except OSError:
+            lost += 1
+    log("group: the leader is gone: exiting 1")
+    os._exit(1)
 
 
 def main(argv: list[str]) -> int:

@@ -39,10 +39,14 @@ except (OSError, ValueError):
     hold = None
 if hold:
     real = agent.OPS[hold["op"]]
+    calls = []
 
     def held(ctx, args):
         state = (getattr(args, "entry", None) or {{}}).get("state")
-        if hold.get("state") in (None, state) and os.path.exists(HOLD):
+        if hold.get("state") in (None, state):
+            calls.append(state)  # the matching calls: the hold is at the nth of them
+        nth = len(calls) == hold.get("nth", 1)
+        if hold.get("state") in (None, state) and nth and os.path.exists(HOLD):
             os.unlink(HOLD)
             with open(PAUSED, "w") as fh:
                 fh.write(str(os.getpid()))
@@ -148,12 +152,14 @@ class FaultHost:
 
     # --- pausing the agent ---------------------------------------------------------------
 
-    def hold_at(self, op: str, state: str | None = None) -> None:
-        """The next agent call of `op` (journal: with this entry state) waits for release()."""
+    def hold_at(self, op: str, state: str | None = None, nth: int = 1) -> None:
+        """The next agent call of `op` (journal: with this entry state; the nth call of it
+        in one agent, e.g. the second service's restart) waits for release()."""
         service = self.host.service_dir_on_disk
         for name in ("hold.paused", "hold.go"):
             (service / name).unlink(missing_ok=True)
-        (service / "hold.json").write_text(json.dumps({"op": op, "state": state}))
+        hold = {"op": op, "state": state, "nth": nth}
+        (service / "hold.json").write_text(json.dumps(hold))
 
     def wait_paused(self, proc, timeout_s: float = 90.0) -> int:
         """Block until an agent sits at the held op; returns its pid."""

@@ -26,6 +26,7 @@ OTHER_TESTS = {
     "test_agent_crash.py": "Crash safety of the agent",
     "test_bad_input.py": "Bad input corpus",
     "test_security.py": "Security",
+    "test_services_faults.py": "Faults at the second of two services (restart, health)",
     "test_soak.py": "Soak",
 }
 

@@ -128,6 +128,24 @@ BAD = {
         '[hosts.x]\naddress = "h"\n[hosts.x.hooks]\npre_restart = "run \'half"\n',
         "key 'hooks.pre_restart'",
     ),
+    "group_unknown_member": (
+        '[groups.g]\nmembers = ["x", "y"]\nleader = "x"\n'
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "systemd"\nunit = "a"\n',
+        "group 'g': member 'y' is not an inventory host",
+    ),
+    "group_leader_not_member": (
+        '[groups.g]\nmembers = ["x", "y"]\nleader = "z"\n[hosts.x]\naddress = "h"\n',
+        "group 'g': leader 'z' is not one of members",
+    ),
+    "group_without_leader": (
+        '[groups.g]\nmembers = ["x", "y"]\n[hosts.x]\naddress = "h"\n',
+        "group 'g': a restart group needs 'members' and 'leader'",
+    ),
+    "group_member_without_service": (
+        '[groups.g]\nmembers = ["x", "y"]\nleader = "x"\n'
+        '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "i"\n',
+        "group 'g': member 'x' needs a systemd or command service",
+    ),
     "negative_stagger": ('[hosts.x]\naddress = "h"\nstagger_s = -1\n', "key 'stagger_s'"),
     "duplicate_host": (
         '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "h"\n',
@@ -227,3 +245,24 @@ def test_services_merge_over_the_default_service_table_in_order(tmp_path):
     assert x.services[1].kind == "systemd" and x.service == x.services[0]  # the first leads
     assert x.stagger_s == 5
     assert [name for _, name in hosts["y"].named_services()] == ["service"]  # the one-table case
+
+
+def test_restart_groups_select_as_a_whole_or_not_at_all(tmp_path):
+    from ddtree_deploy.inventory.select import selected_restart_groups
+
+    inv = tmp_path / "inv.toml"
+    inv.write_text(
+        '[defaults.service]\nkind = "systemd"\nunit = "sglang.service"\n'
+        '[groups.g]\nmembers = ["a", "b"]\nleader = "a"\n'
+        '[hosts.a]\naddress = "h1"\n[hosts.b]\naddress = "h2"\n[hosts.c]\naddress = "h3"\n'
+    )
+    inventory = load_inventory(inv)
+    group = inventory.restart_groups["g"]
+    assert group.workers == ("b",) and inventory.restart_group_of("b") == group
+    chosen = select_hosts(inventory, groups=["g"])  # -g NAME selects its members
+    assert [h.name for h in chosen] == ["a", "b"]
+    assert selected_restart_groups(inventory, chosen) == (group,)
+    alone = select_hosts(inventory, names=["b", "c"])
+    with pytest.raises(InventoryError, match="b of restart group 'g' selected without a"):
+        selected_restart_groups(inventory, alone)
+    assert selected_restart_groups(inventory, alone, ignore_groups=True) == ()

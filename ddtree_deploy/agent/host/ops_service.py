@@ -53,7 +53,8 @@ def _read_log(service):
 def op_restart(ctx, args):
     """Restart the service (systemctl restart + is-active, or stop, clean-start check,
     start, status); return {"restarted": True} (plus "leftovers_ended" and "gpu" when the
-    check ran), or {"skipped": True} for kind "none".
+    check ran), or {"skipped": True} for kind "none". args.action "stop" only stops it
+    ({"stopped": True}), "start" only starts it (a restart group's two phases).
 
     Clean start (`command` services): after the stop, a process still listening on the
     health URL's port or an orphaned sglang:: process of this user would make the start fail
@@ -64,12 +65,12 @@ def op_restart(ctx, args):
 
     Raises OpFailed(restart_failed) with the command's output and the service log.
     """
-    service = args.service
+    service, action = args.service, args.action
     if service.kind == "systemd":
-        steps = [
-            ["systemctl", "restart", service.unit],
-            ["systemctl", "is-active", service.unit],
-        ]
+        verb = "restart" if action == "restart" else action
+        steps = [["systemctl", verb, service.unit]]
+        if action != "stop":
+            steps.append(["systemctl", "is-active", service.unit])
     elif service.kind == "command":
         steps = [service.start] + ([service.status] if service.status else [])
     elif service.kind == "container":  # only the host can: relay.py runs it there
@@ -77,11 +78,17 @@ def op_restart(ctx, args):
         raise OpFailed(Code.RESTART_FAILED, message)
     else:
         return {"skipped": True}
+    if action not in ("restart", "stop", "start"):
+        raise OpFailed(Code.RESTART_FAILED, "unknown service action %r" % (action,))
     if args.after_s > 0:
         time.sleep(args.after_s)
+    if action == "stop":  # a restart group stops every member before any starts
+        _run_step(service, service.stop if service.kind == "command" else steps[0], args.timeout_s)
+        return {"stopped": True, "service": service.name}
     result = {"restarted": True, "service": service.name}
     if service.kind == "command":
-        _run_step(service, service.stop, args.timeout_s)
+        if action == "restart":
+            _run_step(service, service.stop, args.timeout_s)
         result.update(_clean_start(service))
     unit = start_marker(service.unit) if service.kind == "systemd" else None
     _start_markers(ctx)[service.name] = (log_size(service.log_file), time.monotonic(), unit)

@@ -59,13 +59,15 @@ class SmokeSuite(Record):
 
 @dataclasses.dataclass(frozen=True)
 class RestartArgs(Record):
-    """restart: the service, the limit per command (timeout_s, seconds), and how long to
-    wait before it (after_s: the stagger after the previous service's start)."""
+    """restart: the service, the limit per command (timeout_s, seconds), how long to wait
+    before it (after_s: the stagger after the previous service's start), and the action:
+    "restart", or a restart group's "stop" (every member first) and "start"."""
 
     NESTED = (("service", Service, "one"),)
     service: Service
     timeout_s: float = 300
     after_s: float = 0.0
+    action: str = "restart"
 
 
 @dataclasses.dataclass(frozen=True)
