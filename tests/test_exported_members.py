@@ -15,6 +15,7 @@ EXPORTED = {
     "ddtree_deploy.fleet": [
         "Count",
         "FleetResult",
+        "GroupUnit",
         "HostFn",
         "RolloutPolicy",
         "SUCCESS",
