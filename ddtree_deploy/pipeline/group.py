@@ -244,6 +244,8 @@ class _Members:
         release the locks; ROLLED_BACK, or NEEDS_ATTENTION for all if the old group does
         not come back."""
         reason = f"restart group {self.group.name}: {why}"
+        for run in self.runs:  # fresh connections: the failure may have been a cut one
+            run.transport.close()
         restored = self.each_index(
             lambda i: restore_backup(
                 self.runs[i], changes[i].push.deploy_id, False, Stage.ROLLBACK,

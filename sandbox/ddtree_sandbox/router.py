@@ -43,8 +43,9 @@ class RouterLog:
 class Router:
     """The router's state: its workers (in order) and its log."""
 
-    def __init__(self, workers: list[str]) -> None:
+    def __init__(self, workers: list[str], refuse: tuple[str, ...] = ()) -> None:
         self.workers = list(workers)
+        self.refuse = refuse  # actions answered 500 (a broken router, for fault tests)
         self.log = RouterLog()
         self._turn = itertools.count()
         self._lock = threading.Lock()
@@ -105,7 +106,9 @@ def serve_router(router: Router, address: str, port: int) -> ThreadingHTTPServer
                 self._answer(*router.forward(body))
                 return
             url = urllib.parse.parse_qs(parsed.query).get("url", [""])[0]
-            if url and router.change(parsed.path.lstrip("/"), url):
+            if parsed.path.lstrip("/") in router.refuse:
+                self._answer(500, b"injected fault: the router refuses\n")
+            elif url and router.change(parsed.path.lstrip("/"), url):
                 self._answer(200, b"ok\n")
             else:
                 self._answer(400, b"bad worker change\n")

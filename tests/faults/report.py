@@ -27,6 +27,7 @@ OTHER_TESTS = {
     "test_bad_input.py": "Bad input corpus",
     "test_security.py": "Security",
     "test_services_faults.py": "Faults at the second of two services (restart, health)",
+    "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
     "test_soak.py": "Soak",
 }
 
