@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 import typer
 
+from ddtree_deploy.fleet import GroupUnit
 from ddtree_deploy.pipeline import controller_holder, rollback_host
+from ddtree_deploy.pipeline.group import rollback_group
 
 from .command import host_command
 from .confirm import confirm_targets
 from .context import RunContext
-from .options import BreakLockOpt, NoRestartOpt, YesOpt
+from .options import BreakLockOpt, IgnoreGroupsOpt, NoRestartOpt, YesOpt
 from .rollout import run_and_exit
 
 
@@ -22,12 +25,36 @@ def rollback(
     no_restart: NoRestartOpt = False,
     break_lock: BreakLockOpt = False,
     yes: YesOpt = False,
+    ignore_groups: IgnoreGroupsOpt = False,
 ) -> None:
-    """Restore the backup of the last committed deploy (or --to DEPLOY_ID), then health-check."""
+    """Restore the backup of the last committed deploy (or --to DEPLOY_ID), then health-check.
+
+    The members of a restart group are restored together and the group restarted as one
+    (stop all, workers then leader); selecting only some of them is refused."""
     hosts = run.targets.resolve()
+    groups = run.targets.restart_groups(hosts, ignore_groups)
     holder = controller_holder()
     restart = not no_restart
     confirm_targets(run.console, "rollback", hosts, yes)
+    units = tuple(
+        GroupUnit(
+            group.name,
+            group.members,
+            fn=functools.partial(
+                rollback_group,
+                group=group,
+                holder=holder,
+                to=to,
+                restart=restart,
+                break_lock=break_lock,
+            ),
+        )
+        for group in groups
+    )
     run_and_exit(
-        run, "rollback", hosts, lambda r: rollback_host(r, holder, to, restart, break_lock)
+        run,
+        "rollback",
+        hosts,
+        lambda r: rollback_host(r, holder, to, restart, break_lock),
+        groups=units,
     )

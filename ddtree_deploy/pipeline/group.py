@@ -81,7 +81,28 @@ def undo_group(
     undone = members.each_index(
         lambda i: rollback_host(runs[i], holder, done[i].deploy_id, restart=False)
     )
-    if any(r.outcome != Outcome.OK for r in undone):
+    return _restart_after(members, undone, restart=True)
+
+
+def rollback_group(
+    runs: list[HostRun],
+    group: RestartGroup,
+    holder: str,
+    to: str | None = None,
+    restart: bool = True,
+    break_lock: bool = False,
+) -> list[HostResult]:
+    """`rollback` of a whole restart group: every member's last committed deploy (or backup
+    `to`) restored, then the group restarted together (stop all, start in order)."""
+    members = _Members(runs, group)
+    undone = members.each(lambda run: rollback_host(run, holder, to, False, break_lock))
+    return _restart_after(members, undone, restart)
+
+
+def _restart_after(members: _Members, undone: list[HostResult], restart: bool) -> list[HostResult]:
+    """After every member's files were restored: restart the group (when `restart` and
+    every restore succeeded); a group that does not come back needs attention."""
+    if not restart or any(r.outcome != Outcome.OK for r in undone):
         return undone
     why = members.restart_all()
     if why is None:
@@ -298,4 +319,4 @@ def _shown(picked: list[PreparedPatchset | HostResult]) -> str:
     )
 
 
-__all__ = ["GroupFn", "push_group", "undo_group"]
+__all__ = ["GroupFn", "push_group", "rollback_group", "undo_group"]

@@ -8,7 +8,8 @@ the leader's health; the control: one member pushed alone with --ignore-groups r
 code its leader refuses); a smoke failure on one worker rolls back all three before anything
 restarted; a worker refusing to start on the new code rolls back all three and restarts
 the group on the old code (the leader healthy again: every rank at the base hash); a push
-naming one member alone is refused (exit 2) with nothing changed.
+naming one member alone is refused (exit 2) with nothing changed, as is a rollback of one
+member; `rollback -g` restores and restarts the group together.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 
 from ddtree_sandbox.inventory_file import render_toml
 from tests.fleet.conftest import parse_events, summaries
+from tests.support import run_cli
 
 pytestmark = pytest.mark.hosts
 
@@ -102,6 +104,16 @@ def test_a_group_push_is_one_unit_and_a_member_alone_is_refused(group):
     said = " ".join(alone.stderr.split())
     assert "host1 of restart group 'g' selected without host0, host2" in said, said
     assert [fleet.journal(h) for h in fleet.hosts] == journals  # nothing changed
+    inv = ("-i", str(fleet.sandbox.inventory_path))
+    one = run_cli("rollback", "-H", "host2", "--yes", *inv)
+    assert one.returncode == 2 and "restart group 'g'" in one.stderr, one.stderr[-2000:]
+
+    starts = [_starts(h) for h in fleet.hosts]
+    back = run_cli("rollback", "-g", "g", "--yes", "--json", *inv)
+    assert back.returncode == 0, back.stderr[-3000:]
+    assert [_starts(h) for h in fleet.hosts] == [n + 1 for n in starts]  # restarted together
+    assert all(fleet.deployed_digests(h) != target for h in fleet.hosts)
+    _wait_leader(leader, 30)  # every rank back on the base hash
 
 
 def test_without_the_group_a_member_alone_runs_mixed_code_and_is_caught(group):
