@@ -2,7 +2,7 @@
 service is a unit of the sandbox's systemd TEST STAND-IN (sandbox/ddtree_sandbox/
 systemd_standin.py: unit file, EnvironmentFile=, Restart=on-failure, NRestarts, journal).
 
-A push restarts the unit with `systemctl restart` and the patchset's [serve] flags reach the
+A push restarts the unit with `systemctl stop` + `start` and the patchset's [serve] flags reach the
 server through `EnvironmentFile=`; a start that crashes loops under Restart=on-failure and the
 health wait ends at the first restart (NRestarts grew) although the service allows 900 s,
 then the rollback leaves the unit active on the old code and flags; a fail pattern in the

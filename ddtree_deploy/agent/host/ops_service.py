@@ -51,15 +51,16 @@ def _read_log(service):
 
 
 def op_restart(ctx, args):
-    """Restart the service (systemctl restart + is-active, or stop, clean-start check,
-    start, status); return {"restarted": True} (plus "leftovers_ended" and "gpu" when the
-    check ran), or {"skipped": True} for kind "none". args.action "stop" only stops it
-    ({"stopped": True}), "start" only starts it (a restart group's two phases).
+    """Restart the service: stop (its stop command, or systemctl stop), the clean-start
+    check, start (its start and status commands, or systemctl start + is-active); return
+    {"restarted": True, "leftovers_ended"?, "gpu"}, or {"skipped": True} for kind "none".
+    args.action "stop" only stops it ({"stopped": True}), "start" only checks and starts it
+    (a restart group's two phases).
 
-    Clean start (`command` services): after the stop, a process still listening on the
-    health URL's port or an orphaned sglang:: process of this user would make the start fail
-    (address in use, CUDA out of memory), and the rollback's start after it. With
-    kill_leftovers they are ended (TERM, then KILL); otherwise the restart fails naming them.
+    Clean start: after the stop, a process still listening on the health URL's port or an
+    orphaned sglang:: process of this user would make the start fail (address in use, CUDA
+    out of memory), and the rollback's start after it. With kill_leftovers they are ended
+    (TERM, then KILL); otherwise the restart fails naming them.
     Where the service's log ends is kept in ctx for the health op's watchdog (for systemd:
     the journal cursor before the restart and NRestarts after it), per service name.
 
@@ -67,11 +68,10 @@ def op_restart(ctx, args):
     """
     service, action = args.service, args.action
     if service.kind == "systemd":
-        verb = "restart" if action == "restart" else action
-        steps = [["systemctl", verb, service.unit]]
-        if action != "stop":
-            steps.append(["systemctl", "is-active", service.unit])
+        stop = ["systemctl", "stop", service.unit]
+        steps = [["systemctl", "start", service.unit], ["systemctl", "is-active", service.unit]]
     elif service.kind == "command":
+        stop = service.stop
         steps = [service.start] + ([service.status] if service.status else [])
     elif service.kind == "container":  # only the host can: relay.py runs it there
         message = "a container service restarts from the host, but the request names no container"
@@ -82,14 +82,12 @@ def op_restart(ctx, args):
         raise OpFailed(Code.RESTART_FAILED, "unknown service action %r" % (action,))
     if args.after_s > 0:
         time.sleep(args.after_s)
-    if action == "stop":  # a restart group stops every member before any starts
-        _run_step(service, service.stop if service.kind == "command" else steps[0], args.timeout_s)
+    if action != "start":  # "stop": a restart group stops every member before any starts
+        _run_step(service, stop, args.timeout_s)
+    if action == "stop":
         return {"stopped": True, "service": service.name}
     result = {"restarted": True, "service": service.name}
-    if service.kind == "command":
-        if action == "restart":
-            _run_step(service, service.stop, args.timeout_s)
-        result.update(_clean_start(service))
+    result.update(_clean_start(service))
     unit = start_marker(service.unit) if service.kind == "systemd" else None
     _start_markers(ctx)[service.name] = (log_size(service.log_file), time.monotonic(), unit)
     for argv in steps:

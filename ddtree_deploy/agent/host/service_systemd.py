@@ -81,7 +81,7 @@ def journal_cursor(unit):
 
 def start_marker(unit):
     """Where the watchdog starts reading: {"cursor": the journal's last entry before the
-    restart}. Taken before `systemctl restart`; `add_restarts` completes it after."""
+    restart}. Taken before `systemctl start`; `add_restarts` completes it after."""
     return {"cursor": journal_cursor(unit), "n_restarts": 0}
 
 
