@@ -19,7 +19,9 @@ in ``stub.json``: ``never_ready`` (health stays 503), ``fail_start`` (exit 1 at 
 server is stopped: what a killed sglang leaves behind), ``generate_delay_s`` (each
 ``/generate`` takes that long) and ``metrics`` (``/metrics`` exports sglang's
 ``sglang:num_running_reqs`` gauge: the requests in ``/generate`` now, as
-``--enable-metrics`` does). ``group`` (a multi-node server, like sglang ``--nnodes``):
+``--enable-metrics`` does), ``imports`` (``"patched"``: load only the installed
+``ddtree_utils.py``, not sglang: for tests that restart many times). ``group`` (a
+multi-node server, like sglang ``--nnodes``):
 ``{"role": "leader" | "worker", "rank": R, "nnodes": N, "leader": "http://ADDR:PORT"}``: a
 worker serves no HTTP; it registers the sha256 of its installed ``ddtree_utils.py`` with
 the leader (``POST /register``) and exits when the leader stops answering; the leader's
@@ -74,9 +76,11 @@ DEFAULTS = {
     "generate_delay_s": 0.0,
     "metrics": False,
     "group": None,
+    "imports": "all",
 }
-# The patched file whose sha256 the ranks of a group compare (the fast test patchsets' file).
-GROUP_FILE_MODULE = "sglang.srt.speculative.ddtree_utils"
+# The patched file whose sha256 the ranks of a group compare (the fast test patchsets' file),
+# and the one file `imports = "patched"` loads.
+PATCHED_FILE = "sglang/srt/speculative/ddtree_utils.py"
 WORKER_GIVE_UP_S = 300.0  # a worker that never reached its leader exits after this long
 WORKER_LOST_POLLS = 4  # leader polls (0.5 s apart) refused in a row: the leader died
 
@@ -186,6 +190,34 @@ def cmd_status() -> int:
     pid = running_pid()
     print(f"running, pid {pid}" if pid is not None else "stopped")
     return 0 if pid is not None else 3
+
+
+def find_installed(rel: str) -> Path | None:
+    """Where `rel` (a path under site-packages) is on sys.path, found without importing."""
+    for entry in sys.path:
+        candidate = Path(entry or ".") / rel
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def import_patched() -> str:
+    """`imports = "patched"` (topology tests that restart many times): load only the
+    installed PATCHED_FILE, by path (a broken patch still breaks the start; sglang's own
+    package init, ~5 s of every start here, is skipped); the version from its dist-info."""
+    path = find_installed(PATCHED_FILE)
+    if path is not None:
+        spec = importlib.util.spec_from_file_location("stub_patched_module", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+        log(f"loaded {path}")
+    for entry in sys.path:
+        found = sorted(Path(entry or ".").glob("sglang-*.dist-info"))
+        if found:
+            return found[-1].name.removeprefix("sglang-").removesuffix(".dist-info")
+    return "unknown"
 
 
 def import_sglang() -> str:
@@ -349,12 +381,13 @@ def cmd_serve(flags: list[str] | None = None) -> int:
         log("fail_start is set in stub.json: exiting 1")
         return 1
     try:
-        version = import_sglang()
+        version = import_patched() if config["imports"] == "patched" else import_sglang()
     except BaseException:
         traceback.print_exc(file=sys.stdout)
         log("importing sglang failed: exiting 1")
         return 1
-    log(f"imported sglang {version} from {sys.modules['sglang'].__file__}")
+    where = sys.modules["sglang"].__file__ if "sglang" in sys.modules else "its dist-info"
+    log(f"imported sglang {version} from {where}")
     log("Load weight end. (stub: no weights)")
     group = config["group"]
     if group and group["role"] == "worker":
@@ -384,11 +417,9 @@ def cmd_serve(flags: list[str] | None = None) -> int:
 
 
 def patched_sha256() -> str:
-    """sha256 of the installed GROUP_FILE_MODULE file ("absent" when there is none)."""
-    spec = importlib.util.find_spec(GROUP_FILE_MODULE)
-    if spec is None or not spec.origin:
-        return "absent"
-    return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
+    """sha256 of the installed PATCHED_FILE ("absent" when there is none)."""
+    path = find_installed(PATCHED_FILE)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path else "absent"
 
 
 def run_worker(group: dict) -> int:

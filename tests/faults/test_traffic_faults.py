@@ -26,6 +26,7 @@ ROUTER_PORT = 30901
 
 
 def _behind(fh, router_url: str) -> None:
+    fh.host.write_stub_config(imports="patched")  # ~5 s less per start
     data = tomllib.loads(fh.sandbox.inventory_path.read_text())
     worker = f"http://{fh.host.address}:30000"
     drain = {"router": router_url, "worker_url": worker, "grace_s": 0}

@@ -67,7 +67,7 @@ def behind_router(fleet_factory, tmp_path):
     hook = f"{sys.executable} -c {shlex.quote(record)}"
     workers = {}
     for host in fleet.hosts:
-        host.write_stub_config(metrics=True, generate_delay_s=0.05)
+        host.write_stub_config(metrics=True, generate_delay_s=0.05, imports="patched")
         done = host.run(f"{host.python} {host.service_dir}/sglang_stub.py start")
         assert done.returncode == 0, done.stderr
         workers[host.name] = f"http://{host.address}:30000"

@@ -43,6 +43,7 @@ def _two_services(deploy, stagger_s: float | None = None) -> tuple[Path, Path]:
     first = host.service_dir_on_disk
     second = first.with_name("service2")
     second.mkdir()
+    host.write_stub_config(imports="patched")  # topology, not sglang: ~5 s less per start
     shutil.copy2(first / "sglang_stub.py", second / "sglang_stub.py")
     config = {**host.read_stub_config(), "port": SECOND_PORT}
     (second / "stub.json").write_text(json.dumps(config) + "\n")
