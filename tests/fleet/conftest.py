@@ -70,6 +70,8 @@ def fleet_factory(sandbox_factory, tmp_path):
 
     def make(count: int) -> Fleet:
         sandbox = sandbox_factory(count)
+        for host in sandbox.hosts:  # orchestration, not sglang: ~5 s less per stub start
+            host.write_stub_config(imports="patched")
         data = tomllib.loads(sandbox.inventory_path.read_text())
         data["defaults"]["service"]["poll_interval_s"] = 0.2
         sandbox.inventory_path.write_text(render_toml(data))
