@@ -235,20 +235,21 @@ class _Rollout:
             if keep:
                 self.kept[host.name] = session
             if result.outcome not in SUCCESS:
-                self.failed += 1
-                self.failed_in_wave[wave.index] = self.failed_in_wave.get(wave.index, 0) + 1
-                if self.stopped is None:
-                    self.stopped = stop_reason(
-                        wave,
-                        self.failed_in_wave[wave.index],
-                        self.failed,
-                        self.units,
-                        self.policy.max_fail,
-                    )
+                self._count_failure(wave)
         if not keep:
             finished = session.finish(result)
             with self._lock:
                 self.results[host.name] = finished
+
+    def _count_failure(self, wave: Wave) -> None:
+        """One unit of `wave` failed: count it, and stop the fleet when the policy says so
+        (call with the lock held)."""
+        self.failed += 1
+        self.failed_in_wave[wave.index] = self.failed_in_wave.get(wave.index, 0) + 1
+        if self.stopped is None:
+            self.stopped = stop_reason(
+                wave, self.failed_in_wave[wave.index], self.failed, self.units, self.policy.max_fail
+            )
 
     def _start_group(self, group: GroupUnit, by_name: dict[str, Host], wave: Wave) -> None:
         """The group's function on all its members at once; one failure for the unit."""
@@ -279,16 +280,7 @@ class _Rollout:
             if keep:
                 self.kept_groups[group.key] = sessions
             if not ok:
-                self.failed += 1
-                self.failed_in_wave[wave.index] = self.failed_in_wave.get(wave.index, 0) + 1
-                if self.stopped is None:
-                    self.stopped = stop_reason(
-                        wave,
-                        self.failed_in_wave[wave.index],
-                        self.failed,
-                        self.units,
-                        self.policy.max_fail,
-                    )
+                self._count_failure(wave)
         if not keep:
             for session, result in zip(sessions, results, strict=True):
                 finished = session.finish(result)
