@@ -62,7 +62,7 @@ IgnoreGroupsOpt = Annotated[
     bool,
     typer.Option(
         "--ignore-groups",
-        help="Push members of a restart group ([groups.NAME] members) on their own, each "
+        help="Act on members of a restart group ([groups.NAME] members) on their own, each "
         "restarted alone (normally refused: the group's hosts change and restart together).",
     ),
 ]

@@ -16,7 +16,8 @@ from ddtree_deploy.pipeline import (
     push_host,
     rollback_host,
 )
-from ddtree_deploy.pipeline.group import push_group, undo_group
+from ddtree_deploy.pipeline.group import push_group
+from ddtree_deploy.pipeline.group_restore import undo_group
 from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
 
 from .choice import load_choice

@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import functools
+
+from ddtree_deploy.fleet import GroupUnit
 from ddtree_deploy.pipeline import controller_holder, recover_host
+from ddtree_deploy.pipeline.group_restore import recover_group
 
 from .command import host_command
 from .context import RunContext
-from .options import NoRestartOpt
+from .options import IgnoreGroupsOpt, NoRestartOpt
 from .rollout import run_and_exit
 
 
 @host_command
-def recover(run: RunContext, no_restart: NoRestartOpt = False) -> None:
-    """Restore hosts left `installing` by a run that died (controller killed, link lost)."""
+def recover(
+    run: RunContext, no_restart: NoRestartOpt = False, ignore_groups: IgnoreGroupsOpt = False
+) -> None:
+    """Restore hosts left `installing` by a run that died (controller killed, link lost).
+
+    The members of a restart group recover together: every member the dead run left
+    installing is restored, one that already committed that run's deploy is rolled back,
+    and the group restarts as one; selecting only some of them is refused."""
     hosts = run.targets.resolve()
+    groups = run.targets.restart_groups(hosts, ignore_groups)
     holder = controller_holder()
     restart = not no_restart
-    run_and_exit(run, "recover", hosts, lambda r: recover_host(r, holder, restart))
+    units = tuple(
+        GroupUnit(
+            group.name,
+            group.members,
+            fn=functools.partial(recover_group, group=group, holder=holder, restart=restart),
+        )
+        for group in groups
+    )
+    run_and_exit(run, "recover", hosts, lambda r: recover_host(r, holder, restart), groups=units)

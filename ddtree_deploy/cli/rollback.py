@@ -9,7 +9,7 @@ import typer
 
 from ddtree_deploy.fleet import GroupUnit
 from ddtree_deploy.pipeline import controller_holder, rollback_host
-from ddtree_deploy.pipeline.group import rollback_group
+from ddtree_deploy.pipeline.group_restore import rollback_group
 
 from .command import host_command
 from .confirm import confirm_targets

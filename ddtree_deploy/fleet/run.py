@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from ddtree_deploy.events import EventSink, HostRecorder, Stage
 from ddtree_deploy.fleet.policy import Count, Wave, plan_waves, stop_reason
@@ -81,7 +82,15 @@ class FleetResult:
 class _HostSession:
     """One host's transport, recorder and run for the whole command."""
 
-    def __init__(self, host: Host, run_id: str, sink: EventSink, wave: str = ""):
+    def __init__(
+        self,
+        host: Host,
+        run_id: str,
+        sink: EventSink,
+        wave: str = "",
+        group: GroupUnit | None = None,
+    ):
+        self.group = group
         self.recorder = HostRecorder(host=host.name, run_id=run_id, sink=sink)
         self.transport = open_transport(host)
         self.run = HostRun(
@@ -106,16 +115,25 @@ class _HostSession:
         """Close the transport, emit the host's one `summary` event; return the result
         stamped with duration and wave."""
         self.transport.close()
-        return summarise(self.recorder, result, self.duration_s, self.wave)
+        return summarise(self.recorder, result, self.duration_s, self.wave, self.group)
 
 
 def summarise(
-    recorder: HostRecorder, result: HostResult, duration_s: float, wave: str
+    recorder: HostRecorder,
+    result: HostResult,
+    duration_s: float,
+    wave: str,
+    group: GroupUnit | None = None,
 ) -> HostResult:
     """Emit the host's `summary` info event (with `become`: ok or sudo's refusal, when the
-    host uses it); return the result with duration and wave stamped into its details (kept
-    where they were set already)."""
-    stamps = {"duration_s": round(duration_s, 3), **({"wave": wave} if wave else {})}
+    host uses it; `group` and `members` for a member of a restart group); return the result
+    with duration, wave and group stamped into its details (kept where they were set)."""
+    stamps: dict[str, Any] = {
+        "duration_s": round(duration_s, 3),
+        **({"wave": wave} if wave else {}),
+    }
+    if group is not None:
+        stamps["group"] = group.name
     result = dataclasses.replace(result, details={**stamps, **result.details})
     recorder.info(
         Stage.SUMMARY,
@@ -127,6 +145,7 @@ def summarise(
             "duration_s": result.details["duration_s"],
             "wave": wave or None,
             **({"become": result.details["become"]} if "become" in result.details else {}),
+            **({"group": group.name, "members": list(group.members)} if group else {}),
         },
     )
     return result
@@ -257,7 +276,9 @@ class _Rollout:
             if self.stopped:
                 return  # its members become NOT_STARTED below
         label = _label(wave, self.waves)
-        sessions = [_HostSession(by_name[m], self.run_id, self.sink, label) for m in group.members]
+        sessions = [
+            _HostSession(by_name[m], self.run_id, self.sink, label, group) for m in group.members
+        ]
         runs = [session.run for session in sessions]
         started = time.monotonic()
         try:

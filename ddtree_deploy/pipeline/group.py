@@ -26,7 +26,6 @@ from ddtree_deploy.pipeline.push import PUSH_REQUESTS, Changes, begin_push, repo
 from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup
-from ddtree_deploy.pipeline.rollback import rollback_host
 from ddtree_deploy.pipeline.select import pick_patchset
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
@@ -45,7 +44,7 @@ def push_group(
 ) -> list[HostResult]:
     """Push `choice` to every member of `group` (runs in member order) as one unit; return
     each member's result in the same order (see the module docstring)."""
-    members = _Members(runs, group)
+    members = Members(runs, group)
     picked = members.each(lambda run: pick_patchset(run, choice))
     versions = {p.ref for p in picked if isinstance(p, PreparedPatchset)}
     if any(isinstance(p, HostResult) for p in picked) or len(versions) != 1:
@@ -72,47 +71,6 @@ def push_group(
     return [r or c.done() for r, c in zip(committed, changes, strict=True)]
 
 
-def undo_group(
-    runs: list[HostRun], done: list[HostResult], group: RestartGroup, holder: str
-) -> list[HostResult]:
-    """Roll back every member's deploy of `done` (the fleet stopped after the group was
-    pushed), then restart the group on the old code together."""
-    members = _Members(runs, group)
-    undone = members.each_index(
-        lambda i: rollback_host(runs[i], holder, done[i].deploy_id, restart=False)
-    )
-    return _restart_after(members, undone, restart=True)
-
-
-def rollback_group(
-    runs: list[HostRun],
-    group: RestartGroup,
-    holder: str,
-    to: str | None = None,
-    restart: bool = True,
-    break_lock: bool = False,
-) -> list[HostResult]:
-    """`rollback` of a whole restart group: every member's last committed deploy (or backup
-    `to`) restored, then the group restarted together (stop all, start in order)."""
-    members = _Members(runs, group)
-    undone = members.each(lambda run: rollback_host(run, holder, to, False, break_lock))
-    return _restart_after(members, undone, restart)
-
-
-def _restart_after(members: _Members, undone: list[HostResult], restart: bool) -> list[HostResult]:
-    """After every member's files were restored: restart the group (when `restart` and
-    every restore succeeded); a group that does not come back needs attention."""
-    if not restart or any(r.outcome != Outcome.OK for r in undone):
-        return undone
-    why = members.restart_all()
-    if why is None:
-        return undone
-    message = f"files restored, but the group did not restart: {why}"
-    return [
-        dataclasses.replace(r, outcome=Outcome.NEEDS_ATTENTION, message=message) for r in undone
-    ]
-
-
 def _begin(
     run: HostRun, group: RestartGroup, prepared: PreparedPatchset, opts: PushOptions
 ) -> PushSteps | HostResult:
@@ -132,7 +90,7 @@ def _phase_1(changes: Changes) -> HostResult | None:
     return None
 
 
-def _phase_2(members: _Members, changes: list[Changes]) -> str | None:
+def _phase_2(members: Members, changes: list[Changes]) -> str | None:
     """Stop every member, start them in order, gate the leader, check the workers are
     alive; why it failed, else None. Every member counts as restarted from the stop on."""
     for change in changes:
@@ -168,8 +126,9 @@ def _leader_stage(lead: Changes, stage: Stage) -> str | None:
 
 
 @dataclasses.dataclass
-class _Members:
-    """The group's runs by position, and the group-wide steps over them."""
+class Members:
+    """The group's runs by position, and the group-wide steps over them (push, and
+    pipeline/group_restore.py's rollback and recover)."""
 
     runs: list[HostRun]
     group: RestartGroup
@@ -306,7 +265,7 @@ def _call(run: HostRun, pairs: list[tuple[str, Op]]) -> str | None:
     try:
         response = run.call(steps)
     except TransportError as exc:
-        return f"{run.host.name}: {exc}"
+        return str(exc)  # "HOST: what happened"
     if response.ok:
         return None
     failed = response.failed
@@ -319,4 +278,4 @@ def _shown(picked: list[PreparedPatchset | HostResult]) -> str:
     )
 
 
-__all__ = ["GroupFn", "push_group", "rollback_group", "undo_group"]
+__all__ = ["GroupFn", "Members", "push_group"]

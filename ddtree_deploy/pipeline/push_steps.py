@@ -146,7 +146,7 @@ class PushSteps:
                 save = backup_file(deploy_id, AFTER_FILE)
                 return [gate_op(run.host, self.gate, "after", load=True, save_as=save)]
             case Stage.COMMIT:
-                fields = {"patchset": prepared.ref, **self.container_fields}
+                fields = {"patchset": prepared.ref, "run_id": run.run_id, **self.container_fields}
                 return [ops.journal_op(deploy_id, "committed", **fields)]
             case Stage.UNLOCK:
                 return [ops.unlock_op(run.run_id)]

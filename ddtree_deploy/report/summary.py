@@ -33,6 +33,12 @@ def version_label(result: HostResult) -> str:
     return "?" if result.outcome == Outcome.NEEDS_ATTENTION else "-"
 
 
+def host_label(result: HostResult) -> str:
+    """The host's name, with its restart group when it ran as a member of one."""
+    group = result.details.get("group")
+    return f"{result.host} (group {group})" if group else result.host
+
+
 def count_outcomes(results: list[HostResult]) -> dict[str, int]:
     """{outcome: hosts} in Outcome order, zero counts left out."""
     counts = {o.value: sum(r.outcome == o for r in results) for o in Outcome}
@@ -53,7 +59,7 @@ def fleet_table(title: str, results: list[HostResult], stopped: str | None = Non
             table.add_column(col, overflow="fold")
     for r in results:
         cells = [
-            escape(r.host),
+            escape(host_label(r)),
             f"[{OUTCOME_STYLE[r.outcome]}]{r.outcome.value}[/]",
             escape(version_label(r)),
             escape(str(r.details.get("wave") or "-")),
@@ -84,7 +90,7 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
     ]
     for r in results:
         cells = [
-            r.host,
+            host_label(r),
             r.outcome.value,
             version_label(r),
             str(r.details.get("wave") or "-"),

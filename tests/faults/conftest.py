@@ -1,10 +1,14 @@
-"""A sandbox host prepared for fault injection; its faults are cleared at teardown."""
+"""A sandbox host prepared for fault injection; its faults are cleared at teardown. The
+fleet's hosts (fleet_factory) serve the restart-group faults (test_group_faults.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.faults.hostside import FaultHost
+from tests.fleet.conftest import fleet_factory
+
+__all__ = ["fault_host", "fleet_factory"]
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ SITE = "/srv/venv/lib/python3.11/site-packages"
 SPECULATIVE = f"{SITE}/sglang/srt/speculative"
 STATE_DIR = "/var/lib/ddtree-deploy"
 SERVICE = "/srv/service"
+HOLD_PYTHON = f"{SERVICE}/holdpy"  # the host's python as the hold stand-in (see below)
 
 HOLDPY = f"""#!{HOST_PYTHON}
 import json, os, sys, time
@@ -90,15 +91,20 @@ sys.exit(code)
 class FaultHost:
     """One sandbox host prepared for fault injection (see the module docstring)."""
 
-    def __init__(self, sandbox, ready_timeout_s: float = 20.0):
+    def __init__(self, sandbox, ready_timeout_s: float = 20.0, index: int = 0, rewire=True):
+        """Host `index` of `sandbox`; `rewire`: point the inventory's python and service
+        start at the hold and faulty-start stand-ins (a one-host sandbox; a fleet's test
+        sets its one member's `python` to HOLD_PYTHON itself)."""
         self.sandbox = sandbox
-        self.host = sandbox.hosts[0]
+        self.host = sandbox.hosts[index]
         self._immutable: list[str] = []
         self._filled: list[str] = []
         service = self.host.service_dir_on_disk
         (service / "holdpy").write_text(HOLDPY)
         (service / "holdpy").chmod(0o755)
         (service / "faulty_start.py").write_text(FAULTY_START)
+        if not rewire:
+            return
         inv = sandbox.inventory_path
         text = inv.read_text()
         text = text.replace(f'python = "{HOST_PYTHON}"', f'python = "{SERVICE}/holdpy"', 1)

@@ -28,9 +28,10 @@ class Push:
     events: list[dict] = field(default_factory=list)
 
     @classmethod
-    def start(cls, inventory: Path, patchsets: Path) -> Push:
-        argv = [sys.executable, "-m", "ddtree_deploy", "push", "-H", "host0", "-i",
-                str(inventory), "--patchsets-dir", str(patchsets), "--json"]  # fmt: skip
+    def start(cls, inventory: Path, patchsets: Path, *select: str) -> Push:
+        """`select`: the hosts to push (default -H host0)."""
+        argv = [sys.executable, "-m", "ddtree_deploy", "push", *(select or ("-H", "host0")),
+                "-i", str(inventory), "--patchsets-dir", str(patchsets), "--json"]  # fmt: skip
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
         )

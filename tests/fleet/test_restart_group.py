@@ -15,20 +15,19 @@ member; `rollback -g` restores and restarts the group together.
 from __future__ import annotations
 
 import json
-import time
 import tomllib
-import urllib.error
 import urllib.request
 
 import pytest
 
 from ddtree_sandbox.inventory_file import render_toml
 from tests.fleet.conftest import parse_events, summaries
+from tests.fleet.groups import form_group, wait_leader
+from tests.fleet.groups import starts as start_count
 from tests.support import run_cli
 
 pytestmark = pytest.mark.hosts
 
-STUB = "/srv/service/sglang_stub.py"
 STATE_SMOKE = "/var/lib/ddtree-deploy/smoke"
 
 
@@ -36,38 +35,12 @@ STATE_SMOKE = "/var/lib/ddtree-deploy/smoke"
 def group(fleet_factory):
     """Three hosts whose stubs serve as one group (host0 the leader), in restart group g."""
     fleet = fleet_factory(3)
-    leader = f"http://{fleet.hosts[0].address}:30000"
-    for rank, host in enumerate(fleet.hosts):
-        role = "leader" if rank == 0 else "worker"
-        config = {"role": role, "rank": rank, "nnodes": 3, "leader": leader}
-        host.write_stub_config(group=config, imports="patched")  # ~5 s less per start
-        assert host.run(f"{host.python} {STUB} start").returncode == 0
-    _wait_leader(leader)
-    data = tomllib.loads(fleet.sandbox.inventory_path.read_text())
-    data["groups"] = {"g": {"members": ["host0", "host1", "host2"], "leader": "host0"}}
-    fleet.sandbox.inventory_path.write_text(render_toml(data))
+    leader = form_group(fleet)
     try:
         yield fleet, leader
     finally:
         for host in fleet.hosts:
             host.run(["chattr", "-i", STATE_SMOKE])
-
-
-def _wait_leader(url: str, timeout_s: float = 90.0) -> None:
-    """Until the leader answers health 200 (every rank registered the leader's hash)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health_generate", timeout=5):
-                return
-        except (urllib.error.URLError, OSError):
-            assert time.monotonic() < deadline, f"{url} never healthy"
-            time.sleep(0.2)
-
-
-def _starts(host) -> int:
-    log = host.service_dir_on_disk / "server.log"
-    return log.read_text().count("stub server starting") if log.exists() else 0
 
 
 def _first(events, host: str, stage: str, kind: str) -> str:
@@ -80,7 +53,7 @@ def _last(events, host: str, stage: str, kind: str) -> str:
 
 def test_a_group_push_is_one_unit_and_a_member_alone_is_refused(group):
     fleet, leader = group
-    starts = [_starts(h) for h in fleet.hosts]
+    starts = [start_count(h) for h in fleet.hosts]
     done = fleet.cli("push", "--all", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     events = parse_events(done.stdout)
@@ -89,15 +62,18 @@ def test_a_group_push_is_one_unit_and_a_member_alone_is_refused(group):
         "host1": "ok",
         "host2": "ok",
     }
+    for event in summaries(events).values():  # each member's summary names its group
+        assert (event.data["group"], event.data["members"]) == ("g", ["host0", "host1", "host2"])
+    assert "host1 (group g)" in done.stderr  # the summary table too
     last_smoke = max(_first(events, h.name, "smoke", "ok") for h in fleet.hosts)
     first_restart = min(_first(events, h.name, "restart", "start") for h in fleet.hosts)
     assert last_smoke < first_restart  # the barrier: every member through smoke first
     workers_started = max(_last(events, h, "restart", "ok") for h in ("host1", "host2"))
     assert workers_started < _first(events, "host0", "health", "ok")
-    assert [_starts(h) for h in fleet.hosts] == [n + 1 for n in starts]
+    assert [start_count(h) for h in fleet.hosts] == [n + 1 for n in starts]
     target = fleet.target_digests()
     assert all(fleet.deployed_digests(h) == target for h in fleet.hosts)
-    _wait_leader(leader, 5)  # every rank registered the new hash
+    wait_leader(leader, 5)  # every rank registered the new hash
 
     journals = [fleet.journal(h) for h in fleet.hosts]
     alone = fleet.cli("push", "-H", "host1")
@@ -109,12 +85,12 @@ def test_a_group_push_is_one_unit_and_a_member_alone_is_refused(group):
     one = run_cli("rollback", "-H", "host2", "--yes", *inv)
     assert one.returncode == 2 and "restart group 'g'" in one.stderr, one.stderr[-2000:]
 
-    starts = [_starts(h) for h in fleet.hosts]
+    starts = [start_count(h) for h in fleet.hosts]
     back = run_cli("rollback", "-g", "g", "--yes", "--json", *inv)
     assert back.returncode == 0, back.stderr[-3000:]
-    assert [_starts(h) for h in fleet.hosts] == [n + 1 for n in starts]  # restarted together
+    assert [start_count(h) for h in fleet.hosts] == [n + 1 for n in starts]  # restarted together
     assert all(fleet.deployed_digests(h) != target for h in fleet.hosts)
-    _wait_leader(leader, 30)  # every rank back on the base hash
+    wait_leader(leader, 30)  # every rank back on the base hash
 
 
 def test_without_the_group_a_member_alone_runs_mixed_code_and_is_caught(group):
@@ -133,7 +109,7 @@ def test_without_the_group_a_member_alone_runs_mixed_code_and_is_caught(group):
     assert "group: rank 1 runs different code" in leader_log
     said = " ".join(done.stderr.split())
     assert "the service exited while starting" in said and "not healthy" in said, said
-    _wait_leader(leader, 30)  # the old worker registered again
+    wait_leader(leader, 30)  # the old worker registered again
 
 
 def test_a_smoke_failure_on_one_worker_rolls_back_all_three(group):
@@ -142,7 +118,7 @@ def test_a_smoke_failure_on_one_worker_rolls_back_all_three(group):
     assert worker.run(["mkdir", "-p", STATE_SMOKE]).returncode == 0
     assert worker.run(["chattr", "+i", STATE_SMOKE]).returncode == 0  # the suites cannot land
     before = [h.tree_digest() for h in fleet.hosts]
-    starts = [_starts(h) for h in fleet.hosts]
+    starts = [start_count(h) for h in fleet.hosts]
     done = fleet.cli("push", "--all", "--json")
     assert done.returncode == 1, done.stderr[-3000:]
     events = parse_events(done.stdout)
@@ -150,17 +126,17 @@ def test_a_smoke_failure_on_one_worker_rolls_back_all_three(group):
     assert outcomes == {"host0": "rolled_back", "host1": "rolled_back", "host2": "rolled_back"}
     assert "member host2 failed" in summaries(events)["host0"].message
     assert [h.tree_digest() for h in fleet.hosts] == before
-    assert [_starts(h) for h in fleet.hosts] == starts  # nothing restarted
+    assert [start_count(h) for h in fleet.hosts] == starts  # nothing restarted
     for host in fleet.hosts:
         assert [j["state"] for j in fleet.journal(host)] == ["installing", "rolled_back"]
-    _wait_leader(leader, 5)
+    wait_leader(leader, 5)
 
 
 def test_a_worker_refusing_the_new_code_restarts_the_group_on_the_old(group):
     fleet, leader = group
     fleet.break_new_version_start("host1")
     before = [h.tree_digest() for h in fleet.hosts]
-    starts = [_starts(h) for h in fleet.hosts]
+    starts = [start_count(h) for h in fleet.hosts]
     done = fleet.cli("push", "--all", "--json")
     assert done.returncode == 1, done.stderr[-3000:]
     events = parse_events(done.stdout)
@@ -170,7 +146,7 @@ def test_a_worker_refusing_the_new_code_restarts_the_group_on_the_old(group):
     assert [h.tree_digest() for h in fleet.hosts] == before
     # host0 and host2: stopped, then started on the old code (the new start never came for
     # host0: host1's refusal came first, workers start before the leader); host1 once
-    assert [_starts(h) - n for h, n in zip(fleet.hosts, starts, strict=True)] == [1, 1, 1]
-    _wait_leader(leader, 30)  # all three back on the base hash
+    assert [start_count(h) - n for h, n in zip(fleet.hosts, starts, strict=True)] == [1, 1, 1]
+    wait_leader(leader, 30)  # all three back on the base hash
     info = json.loads(urllib.request.urlopen(f"{leader}/server_info", timeout=5).read())
     assert info["stub"] is True
