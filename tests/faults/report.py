@@ -28,7 +28,7 @@ OTHER_TESTS = {
     "test_security.py": "Security",
     "test_services_faults.py": "Faults at the second of two services (restart, health)",
     "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
-    "test_group_faults.py": "Faults in a restart group (barrier, a worker's start, between commits)",
+    "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
     "test_soak.py": "Soak",
 }
 
