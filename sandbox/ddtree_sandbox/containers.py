@@ -67,11 +67,13 @@ class Containers:
         """Run the host's ``docker`` (the stand-in) in its mount namespace; never raises."""
         return self.host.run([DOCKER, *args], timeout_s=timeout_s)
 
-    def run(self, name: str, network_host: bool = False) -> str:
+    def run(self, name: str, network_host: bool = False, restart: str = "no") -> str:
         """Start container ``name`` from the host's image, the stub server as its main
-        process; return its id. Raises RuntimeError when the stand-in fails."""
+        process (``restart``: its restart policy); return its id. Raises RuntimeError when
+        the stand-in fails."""
         network = ["--network", "host"] if network_host else []
-        done = self.docker("run", "-d", "--name", name, *network, IMAGE, *STUB_MAIN)
+        flags = ["--name", name, "--restart", restart, *network]
+        done = self.docker("run", "-d", *flags, IMAGE, *STUB_MAIN)
         if done.returncode != 0:
             raise RuntimeError(f"docker run {name}: {done.stderr}")
         return done.stdout.strip()

@@ -12,16 +12,18 @@ drops the layer (a new ``run`` gets a new id and the image's files).
 
 Verbs (the subset ddtree-deploy and its tests use), each logged to ``verbs.log``::
 
-    run -d --name N [--network host] IMAGE CMD...   IMAGE: a name under images/
+    run -d --name N [--network host] [--restart no|on-failure|always] IMAGE CMD...
     exec -i N CMD...                                 nsenter into its namespaces
     restart [-t S] N                                 SIGTERM (SIGKILL after S s), start again
     rm -f N                                          kill, drop the writable layer
-    inspect [--type container] N                     [{Id, Name, Image, Config.Image, State}]
+    inspect [--type container] N                     [{Id, Image, Config, State, RestartCount}]
     logs [--tail K] N                                the main process's output
 
 What a real Docker host adds: images with their own root filesystem (here only /srv is the
 image; the rest is the host's), cgroups and resource limits, port publishing and bridge
-networks, restart policies, users, and a daemon that survives its clients.
+networks, users, and a daemon that survives its clients. A restart policy's restart
+keeps the container's init (and pid) and ends every other process in it, where Docker
+starts a new init: RestartCount and StartedAt change either way.
 
 Stdlib only; run as root by the host's /usr/bin/python3. Its state (containers, images, the
 verb log) lives in the directory named by ``docker-standin.json`` beside this file.
@@ -41,6 +43,7 @@ HERE = Path(os.path.abspath(__file__)).parent
 INIT_MARKER = "_init"
 START_TIMEOUT_S = 15.0
 DEFAULT_STOP_TIMEOUT_S = 10.0
+RESTART_POLICIES = ("no", "on-failure", "always")
 
 
 def state_dir() -> Path:
@@ -123,7 +126,7 @@ def stop(name: str, timeout_s: float) -> None:
 
 
 def cmd_run(args: list[str]) -> int:
-    name, network, rest = None, "private", list(args)
+    name, network, policy, rest = None, "private", "no", list(args)
     while rest and rest[0].startswith("-"):
         flag = rest.pop(0)
         if flag == "-d":
@@ -134,10 +137,12 @@ def cmd_run(args: list[str]) -> int:
             network = rest.pop(0)
         elif flag.startswith("--network="):
             network = flag.split("=", 1)[1]
+        elif flag == "--restart" and rest and rest[0] in RESTART_POLICIES:
+            policy = rest.pop(0)
         else:
             return fail(f"docker stand-in: unsupported run flag {flag}", 125)
     if not name or len(rest) < 2:
-        return fail("usage: docker run -d --name N [--network host] IMAGE CMD...", 125)
+        return fail("usage: docker run -d --name N [--network host] [--restart P] IMAGE CMD", 125)
     image, cmd = rest[0], rest[1:]
     log_verb("run", name, image)
     image_dir = state_dir() / "images" / image
@@ -160,6 +165,7 @@ def cmd_run(args: list[str]) -> int:
         "ImageDir": os.path.realpath(image_dir),
         "Cmd": cmd,
         "Network": network,
+        "RestartPolicy": policy,
         "Created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (cdir / "config.json").write_text(json.dumps(config))
@@ -253,10 +259,8 @@ def cmd_inspect(args: list[str]) -> int:
         print("[]")
         return fail(f"Error: No such container: {name}")
     pid = init_pid(name)
-    try:
-        started = (container_dir(name) / "started_at").read_text().strip()
-    except OSError:
-        started = None
+    started = _read(container_dir(name) / "started_at")
+    exit_code = _read(container_dir(name) / "exit_code")
     found = {
         "Id": config["Id"],
         "Name": "/" + name,
@@ -268,11 +272,20 @@ def cmd_inspect(args: list[str]) -> int:
             "Running": pid is not None,
             "Pid": pid or 0,
             "StartedAt": started,
+            "ExitCode": 0 if pid or exit_code is None else int(exit_code),
         },
+        "RestartCount": int(_read(container_dir(name) / "restart_count") or 0),
         "HostConfig": {"NetworkMode": "host" if config["Network"] == "host" else "private"},
     }
     print(json.dumps([found], indent=4))
     return 0
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def cmd_logs(args: list[str]) -> int:
@@ -302,11 +315,33 @@ def container_init(cdir: Path) -> int:
     subprocess.run(["mount", "-t", "proc", "proc", "/proc"], check=True)
     if config["Network"] != "host":
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for stale in ("exit_code", "restart_count"):
+        (cdir / stale).unlink(missing_ok=True)
+    stopping: list[int] = []
     main = subprocess.Popen(config["Cmd"], stdin=subprocess.DEVNULL, cwd="/")
-    signal.signal(signal.SIGTERM, lambda *_: main.send_signal(signal.SIGTERM))
+    signal.signal(signal.SIGTERM, lambda *_: (stopping.append(1), main.send_signal(15)))
     (cdir / "started_at").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     (cdir / "pid.tmp").write_text(str(host_pid))
     os.replace(cdir / "pid.tmp", cdir / "pid")
+    restarts = 0
+    while True:
+        code = _wait_main(main)
+        (cdir / "exit_code").write_text(str(code))
+        policy = config.get("RestartPolicy", "no")
+        if stopping or policy == "no" or (policy == "on-failure" and code == 0):
+            return code
+        # Docker's restart policy starts the container again: every process in it ends
+        # (an exec'd one included), the main process starts anew, RestartCount grows.
+        _kill_all_but_init()
+        restarts += 1
+        (cdir / "restart_count").write_text(str(restarts))
+        time.sleep(min(0.1 * 2**restarts, 2.0))  # the daemon's back-off, shortened
+        main = subprocess.Popen(config["Cmd"], stdin=subprocess.DEVNULL, cwd="/")
+        (cdir / "started_at").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def _wait_main(main: subprocess.Popen) -> int:
+    """Reap children until the main process ends; return its exit code."""
     while True:
         try:
             pid, status = os.wait()
@@ -316,6 +351,16 @@ def container_init(cdir: Path) -> int:
             continue
         if pid == main.pid:
             return os.waitstatus_to_exitcode(status)
+
+
+def _kill_all_but_init() -> None:
+    """SIGKILL every process of the container's pid namespace but its init (pid 1)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != 1:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 VERBS = {

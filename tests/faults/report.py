@@ -29,6 +29,7 @@ OTHER_TESTS = {
     "test_services_faults.py": "Faults at the second of two services (restart, health)",
     "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
+    "test_container_watchdog.py": "A container restarted by its policy while starting",
     "test_soak.py": "Soak",
 }
 

@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 from .entries import run_entry
 from .ops_service import run_argv
@@ -35,6 +36,7 @@ from .wire_container import (
     AGENT_LOST,
     NOT_STARTED,
     ContainerSpec,
+    died_while_starting,
     read_inspect,
     runs_on_host,
 )
@@ -62,6 +64,7 @@ class Relay:
         self.child_err = None  # a temp file holding its stderr
         self.answered = False  # whether the current child answered a request yet
         self.inspected = None  # ContainerFacts of the last inspect
+        self.restarted = None  # (ContainerFacts, monotonic time) right after our restart
 
     def handle(self, request):
         """Return the answer to a request naming a container (see the module docstring).
@@ -80,7 +83,14 @@ class Relay:
                     end = at
                     while end < len(ops) and not runs_on_host(ops[end]):
                         end += 1
-                    answer = self.relay(spec, request, ops[at:end])
+                    try:
+                        answer = self.relay(spec, request, ops[at:end])
+                    except Refused as exc:
+                        died = self.died_starting(spec, ops[at], exc)
+                        if died is None:
+                            raise
+                        results.append(died)
+                        break
                     if not answer.get("results") and answer.get("error"):
                         answer["results"] = results
                         answer["ok"] = False
@@ -223,7 +233,33 @@ class Relay:
         if not self.inspected.running:
             message = "container %r is not running after the restart" % spec.name
             raise OpFailed(Code.RESTART_FAILED, message, {"log": self.logs(spec)})
+        self.restarted = (self.inspected, time.monotonic())
         return {"restarted": True, "container": self.inspected.to_dict()}
+
+    def died_starting(self, spec, op, exc):
+        """The health wait's container watchdog: when the container's agent died while op
+        `health` waited after our restart, and the container exited, was restarted by its
+        restart policy or is gone (wire_container.died_while_starting), return the health
+        op's UNHEALTHY entry saying so, with the container's log; else None (a lost agent)."""
+        if exc.code != AGENT_LOST or op.get("op") != "health" or self.restarted is None:
+            return None
+        before, at = self.restarted
+        try:
+            now = self.inspect(spec)
+        except Refused:
+            now = None
+        why = died_while_starting(before, now, time.monotonic() - at)
+        if why is None:
+            return None
+        service = ((op.get("args") or {}).get("service") or {}).get("name")
+        data = {"log": self.logs(spec), "progress": [], "service": service}
+
+        def fail():
+            raise OpFailed(Code.UNHEALTHY, why, data)
+
+        entry = run_entry("health", fail)[0]
+        entry["duration_s"] = round(time.monotonic() - at, 4)  # the wait, from the restart
+        return entry
 
     def logs(self, spec):
         """Return the container's last 50 log lines (`RUNTIME logs --tail 50 NAME`)."""

@@ -33,8 +33,11 @@ class ContainerSpec(Record):
 class ContainerFacts(Record):
     """The container as `RUNTIME inspect` saw it from the host: full id (a new id means a
     new container, so a new writable layer), image as named at `run`, image id, running,
-    main pid (host's view) and when it started."""
+    main pid (host's view) and when it started; restart_count, the restarts its restart
+    policy made (docker and podman `RestartCount`), exit_code, how its main process last
+    ended (None while it runs)."""
 
+    OMIT_IF_NONE = ("restart_count", "exit_code")
     name: str
     runtime: str
     id: str
@@ -43,6 +46,8 @@ class ContainerFacts(Record):
     running: bool
     pid: Optional[int]
     started_at: Optional[str]
+    restart_count: Optional[int] = None
+    exit_code: Optional[int] = None
 
 
 def runs_on_host(op: Dict[str, Any]) -> bool:
@@ -74,4 +79,34 @@ def read_inspect(spec: ContainerSpec, inspected: Any) -> ContainerFacts:
         running=bool(state.get("Running")),
         pid=int(pid) if pid else None,
         started_at=state.get("StartedAt"),
+        restart_count=_int_or_none(found.get("RestartCount")),
+        exit_code=None if state.get("Running") else _int_or_none(state.get("ExitCode")),
     )
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def died_while_starting(before: ContainerFacts, now: Optional[ContainerFacts], after_s: float):
+    """Why the container's agent died during the health wait after our restart, from the
+    container as inspected right after that restart (`before`) and now (None: it is gone);
+    None when the container still runs as we started it (the agent died of something else).
+
+    The runtime kills every process in a container that stops or restarts, the agent exec'd
+    into it included: a server that crashes while starting ends the wait at once this way,
+    whatever ready_timeout_s says.
+    """
+    waited = "%.1fs after the restart" % after_s
+    if now is None:
+        return "container %r is gone, %s" % (before.name, waited)
+    if now.id != before.id:
+        return "container %r was recreated (id %s), %s" % (before.name, now.id[:12], waited)
+    if not now.running:
+        code = "" if now.exit_code is None else " (exit code %s)" % now.exit_code
+        return "container %r exited while starting%s, %s" % (before.name, code, waited)
+    counts = (before.restart_count or 0, now.restart_count or 0)
+    if counts[1] > counts[0] or (now.pid, now.started_at) != (before.pid, before.started_at):
+        what = "container %r was restarted by its restart policy while starting" % before.name
+        return "%s (a crash: RestartCount %s -> %s), %s" % (what, counts[0], counts[1], waited)
+    return None
