@@ -6,8 +6,10 @@ all-old (never a mix), BOTH services run, the journal holds no unfinished deploy
 The first service (gpu0) is the fault host's own stub; the second (gpu1) is a copy of it
 on port 30001 whose start refuses while the patch is installed, or which the agent is
 held at (tests/faults/hostside.py: the nth call of an op) while SSH is cut or the
-controller is SIGKILLed. `make test` runs the refusal; `make faults` all three (measured
-here: 37 s, 47 s, 49 s on 2 loaded cores).
+controller is SIGKILLed; with `stagger_s` (both started 1 s apart, the health waits after
+the last start) the cut comes at the second start and the SIGKILL at its health wait.
+`make test` runs the refusal; `make faults` all five (measured here: 37 s, 47 s, 49 s on 2
+loaded cores for the first three).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ PATCHED = "sglang/srt/speculative/ddtree_utils.py"
 SECOND = f"{SERVICE}2/sglang_stub.py"
 
 
-def _second_service(fh, refuse_new_code: bool) -> None:
+def _second_service(fh, refuse_new_code: bool, stagger_s: float | None = None) -> None:
     """Add gpu1 (a stub copy on port 30001, started now) after the host's own service."""
     host = fh.host
     first = host.service_dir_on_disk
@@ -60,6 +62,8 @@ def _second_service(fh, refuse_new_code: bool) -> None:
         "health_url": f"http://{host.address}:30001/health_generate",
     }
     data["hosts"]["host0"]["services"] = [gpu0, gpu1]
+    if stagger_s is not None:  # both started stagger_s apart, health waited after the last
+        data["hosts"]["host0"]["stagger_s"] = stagger_s
     fh.sandbox.inventory_path.write_text(render_toml(data))
 
 
@@ -75,19 +79,27 @@ def _both_running(fh) -> list[bool]:
 
 
 @pytest.mark.parametrize(
-    ("op", "fault", "exit_code"),
+    ("op", "fault", "exit_code", "stagger_s"),
     [
-        pytest.param("health", "ssh_cut", 1, marks=pytest.mark.slow),
-        pytest.param("restart", "sigkill", -9, marks=pytest.mark.slow),
-        ("restart", "service_refuses", 1),
+        pytest.param("health", "ssh_cut", 1, None, marks=pytest.mark.slow),
+        pytest.param("restart", "sigkill", -9, None, marks=pytest.mark.slow),
+        ("restart", "service_refuses", 1, None),
+        pytest.param("restart", "ssh_cut", 1, 1.0, marks=pytest.mark.slow),
+        pytest.param("health", "sigkill", -9, 1.0, marks=pytest.mark.slow),
     ],
-    ids=["second-health-ssh-cut", "second-restart-sigkill", "second-refuses-new-code"],
+    ids=[
+        "second-health-ssh-cut",
+        "second-restart-sigkill",
+        "second-refuses-new-code",
+        "staggered-second-restart-ssh-cut",
+        "staggered-second-health-sigkill",
+    ],
 )
 def test_a_fault_at_the_second_service_leaves_all_old_code_and_both_running(
-    two_service_host, tmp_path, op, fault, exit_code
+    two_service_host, tmp_path, op, fault, exit_code, stagger_s
 ):
     fh = two_service_host
-    _second_service(fh, refuse_new_code=fault == "service_refuses")
+    _second_service(fh, refuse_new_code=fault == "service_refuses", stagger_s=stagger_s)
     fh.start_service()
     patchsets = patchsets_for(Cell(op, fault, exit_code, "before"), tmp_path / "ps")
     before = fh.digest()
