@@ -106,6 +106,11 @@ def _restart_groups(
                     f"{where}: host {member!r} is already in restart group {owner[member]!r}"
                 )
             owner[member] = name
+        if not any(spec.health_checked for spec, _ in hosts[group.leader].named_services()):
+            raise InventoryError(
+                f"{where}: leader {group.leader!r} has only role = 'worker' services: the "
+                "group's health is the leader's (give it a service without role 'worker')"
+            )
         found[name] = group
     return found
 

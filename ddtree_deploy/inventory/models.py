@@ -135,6 +135,10 @@ class ServiceSpec(_Strict):
     kill_leftovers: bool = False
     # Out of the load balancer while it restarts (the SGLang router's worker API).
     drain: DrainSpec | None = None
+    # "worker": a non-zero rank of a multi-node server: it serves no health endpoint, so
+    # its liveness after a start is its status command (systemd: is-active), no health
+    # wait. "leader" (or unset): health-checked.
+    role: Literal["leader", "worker"] | None = None
 
     @field_validator("start", "stop", "status")
     @classmethod
@@ -172,7 +176,16 @@ class ServiceSpec(_Strict):
             raise ValueError("kind = 'systemd' needs 'unit'")
         if self.kind == "command" and not (self.start and self.stop):
             raise ValueError("kind = 'command' needs 'start' and 'stop'")
+        if self.role == "worker" and self.kind == "command" and not self.status:
+            raise ValueError("role = 'worker' has no health endpoint: its liveness needs 'status'")
+        if self.role is not None and self.kind == "none":
+            raise ValueError("'role' needs a service kind (systemd, command or container)")
         return self
+
+    @property
+    def health_checked(self) -> bool:
+        """Whether its start is followed by a health wait (not a worker rank)."""
+        return self.role != "worker"
 
     def label(self, position: int | None = None) -> str:
         """The service's name: `name`, else its unit, else service<position> ("service"

@@ -288,23 +288,24 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
     Several services restart in inventory order. By default each answers health before
     the next restarts (restart a, health a, restart b, health b); with `stagger_s` each
     starts that long after the one before and the health waits follow the last start.
+    A service with role "worker" gets no health wait: its restart's status (or is-active)
+    is its liveness.
     """
     named = host.named_services()
-    records = [_service_record(host, spec, name) for spec, name in named]
+    records = [(_service_record(host, spec, name), spec.health_checked) for spec, name in named]
     if len(records) < 2 or host.stagger_s is None:
-        return [
-            pair
-            for service in records
-            for pair in (
-                ("restart", Op.of(wire.RestartArgs(service=service))),
-                ("health", Op.of(wire.HealthArgs(service=service))),
-            )
-        ]
+        pairs: list[tuple[str, Op]] = []
+        for service, checked in records:
+            pairs.append(("restart", Op.of(wire.RestartArgs(service=service))))
+            if checked:
+                pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
+        return pairs
     restarts = [
         ("restart", Op.of(wire.RestartArgs(service=service, after_s=host.stagger_s if i else 0.0)))
-        for i, service in enumerate(records)
+        for i, (service, _) in enumerate(records)
     ]
-    return restarts + [("health", Op.of(wire.HealthArgs(service=s))) for s in records]
+    healths = [("health", Op.of(wire.HealthArgs(service=s))) for s, checked in records if checked]
+    return restarts + healths
 
 
 def service_action_ops(host: Host, action: str, health: bool = False) -> list[tuple[str, Op]]:
@@ -314,7 +315,7 @@ def service_action_ops(host: Host, action: str, health: bool = False) -> list[tu
     for spec, name in host.named_services():
         service = _service_record(host, spec, name)
         pairs.append(("restart", Op.of(wire.RestartArgs(service=service, action=action))))
-        if health and action == "start":
+        if health and action == "start" and spec.health_checked:
             pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
     return pairs
 

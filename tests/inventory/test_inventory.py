@@ -146,6 +146,17 @@ BAD = {
         '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "i"\n',
         "group 'g': member 'x' needs a systemd or command service",
     ),
+    "worker_without_status": (
+        '[hosts.x]\naddress = "h"\n[hosts.x.service]\nkind = "command"\nstart = "s"\n'
+        'stop = "t"\nrole = "worker"\n',
+        "role = 'worker' has no health endpoint: its liveness needs 'status'",
+    ),
+    "group_leader_only_workers": (
+        '[defaults.service]\nkind = "systemd"\nunit = "sglang.service"\nrole = "worker"\n'
+        '[groups.g]\nmembers = ["x", "y"]\nleader = "x"\n'
+        '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "i"\n',
+        "group 'g': leader 'x' has only role = 'worker' services",
+    ),
     "negative_stagger": ('[hosts.x]\naddress = "h"\nstagger_s = -1\n', "key 'stagger_s'"),
     "duplicate_host": (
         '[hosts.x]\naddress = "h"\n[hosts.y]\naddress = "h"\n',

@@ -109,3 +109,19 @@ def test_staggered_services_start_apart_then_answer_health():
         ("health", "sglang@1.service"),
     ]
     assert [op.typed_args().after_s for stage, op in pairs if stage == "restart"] == [0, 7.5]
+
+
+def test_a_worker_rank_service_gets_no_health_wait():
+    """role = "worker" (a non-zero rank: no health endpoint): its restart (start + status)
+    is its liveness; the leader's service still waits for health, staggered or not."""
+    lead = ServiceSpec(kind="systemd", unit="sglang.service")
+    rank1 = ServiceSpec(kind="command", name="rank1", start="a", stop="b", status="c",
+                        role="worker")  # fmt: skip
+    for stagger_s in (None, 2.0):
+        host = Host(name="h", address="a", services=(lead, rank1), stagger_s=stagger_s)
+        pairs = ops.service_ops(host)
+        healths = [op.typed_args().service.name for stage, op in pairs if stage == "health"]
+        assert healths == ["sglang.service"]
+        assert len([p for p in pairs if p[0] == "restart"]) == 2
+    starts = ops.service_action_ops(Host(name="h", address="a", services=(rank1,)), "start", True)
+    assert [stage for stage, _ in starts] == ["restart"]  # a group's start: no health either
