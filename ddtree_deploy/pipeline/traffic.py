@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.metrics import sample_sum
-from ddtree_deploy.inventory.models import DrainSpec
+from ddtree_deploy.inventory.service import DrainSpec
 from ddtree_deploy.pipeline.context import HostRun
 
 RUNNING_GAUGE = "sglang:num_running_reqs"

@@ -13,7 +13,7 @@ from typing import Any
 from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.host import wire
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.inventory.models import ServiceSpec
+from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
 from ddtree_deploy.stages.serve_file import ServeFile, render_serve_file
 

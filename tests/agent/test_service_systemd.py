@@ -19,7 +19,8 @@ import pytest
 
 from ddtree_deploy.agent.host import service_systemd
 from ddtree_deploy.agent.host.wire import Code
-from ddtree_deploy.inventory.models import Host, ServiceSpec
+from ddtree_deploy.inventory.models import Host
+from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.stages import op_builders as ops
 from tests.agent.test_service_bundle import free_port
 

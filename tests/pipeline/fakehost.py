@@ -18,7 +18,7 @@ from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.events import Event, HostRecorder
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.inventory.models import ServiceSpec
+from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.pipeline import HostRun
 from ddtree_deploy.transport import FakeTransport
 

@@ -279,7 +279,7 @@ def test_facts_failure_result_op():
 
 
 def test_plan_shows_the_serve_flags_change():
-    from ddtree_deploy.inventory.models import ServiceSpec
+    from ddtree_deploy.inventory.service import ServiceSpec
     from tests.pipeline.fakehost import make_host
 
     v110 = prepare_patchset(load_patchset(REPO / "patchsets" / "ddtree" / "1.1.0"))

@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 
 from ddtree_deploy.events import STAGE_ORDER
-from ddtree_deploy.inventory.models import ServiceSpec
+from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.patchset import load_patchset
 from ddtree_deploy.pipeline import PUSH_REQUESTS, PushOptions, push_host
 from ddtree_deploy.results import Outcome

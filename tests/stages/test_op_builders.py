@@ -6,7 +6,8 @@ import dataclasses
 
 from ddtree_deploy.agent.host import wire
 from ddtree_deploy.gate.settings import GateConfig, resolve
-from ddtree_deploy.inventory.models import Host, ServiceSpec
+from ddtree_deploy.inventory.models import Host
+from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.patchset.models import ServeConfig, Target
 from ddtree_deploy.pipeline.capture import edits_op
 from ddtree_deploy.stages import op_builders as ops

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ddtree_deploy.inventory.models import Host, ServiceSpec
+from ddtree_deploy.inventory.models import Host
+from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.patchset.models import ServeConfig
 from ddtree_deploy.stages.op_builders import plan_serve_file, serve_spec
 from ddtree_deploy.stages.serve_file import (

@@ -1,0 +1,195 @@
+"""The inventory's service tables: how a host's SGLang servers restart, are health-checked
+and watched while they start ([service] / [[services]]), the load balancer they leave while
+they restart (drain) and the controller's hooks around it; the strict base of every
+inventory model."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health_generate"
+# The start-up watchdog's defaults (service.fail_patterns / progress_patterns), read from
+# real sglang 0.5.13.post1 and 0.5.23 logs. A Python traceback is NOT a fail pattern: both
+# log non-fatal ones while starting ("Can not initialize OpenAIServingResponses, error:
+# Traceback", and a bare "Traceback (most recent call last):" after "post-warmup freeze_gc
+# failed"), and the server comes up healthy.
+DEFAULT_FAIL_PATTERNS = (
+    r"Scheduler hit an exception",
+    r"Received sigquit from a child process",
+    r"CUDA out of memory",
+    r"torch\.OutOfMemoryError",
+)
+DEFAULT_PROGRESS_PATTERNS = (
+    r"Load weight end",
+    r"Capture cuda graph end",
+    r"The server is fired up and ready to roll",
+)
+# A service's name in events and status (a systemd unit name fits: sglang@0.service).
+SERVICE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$"
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors; a loaded inventory never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def http_url(value: str, key: str) -> str:
+    """`value` when it is an http(s) URL; raises ValueError naming `key` otherwise."""
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{key} must be http(s)://, got {value!r}")
+    return value
+
+
+class DrainSpec(Strict):
+    """Take a server out of a load balancer while it restarts: the SGLang router's
+    `POST /remove_worker?url=WORKER` before the restart, `POST /add_worker?url=WORKER` once
+    the new server passed every gate (or the rollback's server its health check).
+
+    Between the remove and the stop, the controller polls `metrics_url` (default
+    WORKER/metrics, sglang's --enable-metrics) until `sglang:num_running_reqs` is 0, for at
+    most timeout_s; a server that exports no such gauge gets grace_s instead.
+    """
+
+    router: str
+    worker_url: str
+    metrics_url: str | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    grace_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("router", "worker_url", "metrics_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value, "the URL").rstrip("/")
+
+
+class HooksSpec(Strict):
+    """Commands the CONTROLLER runs around a host's restart (no shell: shlex-split), with
+    DDTREE_HOST, DDTREE_DEPLOY_ID and DDTREE_STAGE set: pre_restart before the first service
+    stops (failing: the push stops, files restored, the server never restarted: exit 1),
+    post_verify after the last gate passed, on_rollback after a rollback (failing after a
+    restart: the host needs attention, exit 3)."""
+
+    pre_restart: str | None = None
+    post_verify: str | None = None
+    on_rollback: str | None = None
+    timeout_s: float = Field(default=300.0, gt=0)
+
+    @field_validator("pre_restart", "post_verify", "on_rollback")
+    @classmethod
+    def _splits(cls, value: str | None) -> str | None:
+        return split_check(value)
+
+
+def split_check(value: str | None) -> str | None:
+    """A command string shlex can split into a non-empty argv (or None)."""
+    if value is not None:
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split command {value!r}: {exc}") from exc
+        if not argv:
+            raise ValueError("command is empty")
+    return value
+
+
+class ServiceSpec(Strict):
+    """How the host's SGLang server is restarted and health-checked.
+
+    Command strings are split with shlex and executed without a shell, so shell
+    metacharacters in them are plain argument text.
+    """
+
+    # container: `RUNTIME restart NAME` on the host (the host's `container`), health polled by
+    # the agent inside the container (where the server listens).
+    kind: Literal["systemd", "command", "container", "none"] = "none"
+    # How events and `status` name this service (default: its unit, else "service" or,
+    # among several, "service<N>" by position).
+    name: str | None = Field(default=None, pattern=SERVICE_NAME)
+    unit: str | None = None
+    start: str | None = None
+    stop: str | None = None
+    status: str | None = None
+    log_file: str | None = None
+    # The serve file: a systemd EnvironmentFile (SGLANG_ARGS="..." plus env lines) that the
+    # service reads at start; a push of a patchset with [serve] writes it, a rollback
+    # restores it. systemd: EnvironmentFile=<args_file>, ExecStart=... $SGLANG_ARGS.
+    args_file: str | None = None
+    health_url: str = DEFAULT_HEALTH_URL
+    ready_timeout_s: float = Field(default=600.0, gt=0)
+    poll_interval_s: float = Field(default=1.0, gt=0)
+    # Start-up watchdog over the lines log_file gains while the server starts (Python
+    # regexes, searched in each line): a fail pattern ends the health wait at once, a
+    # progress pattern becomes an info event with the time it came.
+    fail_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_PATTERNS))
+    progress_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_PROGRESS_PATTERNS))
+    # A `command` restart finds processes of the stopped instance still holding the health
+    # port (or orphaned sglang:: processes): true ends them, false refuses to start.
+    kill_leftovers: bool = False
+    # Out of the load balancer while it restarts (the SGLang router's worker API).
+    drain: DrainSpec | None = None
+    # "worker": a non-zero rank of a multi-node server: it serves no health endpoint, so
+    # its liveness after a start is its status command (systemd: is-active), no health
+    # wait. "leader" (or unset): health-checked.
+    role: Literal["leader", "worker"] | None = None
+
+    @field_validator("start", "stop", "status")
+    @classmethod
+    def _splits(cls, value: str | None) -> str | None:
+        return split_check(value)
+
+    @field_validator("args_file")
+    @classmethod
+    def _args_file(cls, value: str | None) -> str | None:
+        if value is not None:
+            if not value.startswith("/") or "/../" in value + "/" or "\x00" in value:
+                raise ValueError(f"must be an absolute path without '..', got {value!r}")
+        return value
+
+    @field_validator("fail_patterns", "progress_patterns")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern:
+                raise ValueError("an empty pattern matches every line")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {pattern!r}: {exc}") from exc
+        return value
+
+    @field_validator("health_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return http_url(value, "health_url")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ServiceSpec:
+        if self.kind == "systemd" and not self.unit:
+            raise ValueError("kind = 'systemd' needs 'unit'")
+        if self.kind == "command" and not (self.start and self.stop):
+            raise ValueError("kind = 'command' needs 'start' and 'stop'")
+        if self.role == "worker" and self.kind == "command" and not self.status:
+            raise ValueError("role = 'worker' has no health endpoint: its liveness needs 'status'")
+        if self.role is not None and self.kind == "none":
+            raise ValueError("'role' needs a service kind (systemd, command or container)")
+        return self
+
+    @property
+    def health_checked(self) -> bool:
+        """Whether its start is followed by a health wait (not a worker rank)."""
+        return self.role != "worker"
+
+    def label(self, position: int | None = None) -> str:
+        """The service's name: `name`, else its unit, else service<position> ("service"
+        for a host's only service)."""
+        return self.name or self.unit or f"service{'' if position is None else position}"
+
+    def argv(self, action: Literal["start", "stop", "status"]) -> list[str] | None:
+        """The argv for a `command` service action, or None when not configured."""
+        value = getattr(self, action)
+        return shlex.split(value) if value else None
