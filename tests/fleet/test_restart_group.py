@@ -112,20 +112,28 @@ def test_without_the_group_a_member_alone_runs_mixed_code_and_is_caught(group):
     wait_leader(leader, 30)  # the old worker registered again
 
 
+def _push_rolled_back(fleet, host: str, said: str) -> list[int]:
+    """Push the group: exit 1, every member rolled back to its tree before (`host`'s summary
+    saying `said`); return each member's start count before the push."""
+    before = [h.tree_digest() for h in fleet.hosts]
+    starts = [start_count(h) for h in fleet.hosts]
+    done = fleet.cli("push", "--all", "--json")
+    assert done.returncode == 1, done.stderr[-3000:]
+    ends = summaries(parse_events(done.stdout))
+    assert {h: e.data["outcome"] for h, e in ends.items()} == dict.fromkeys(
+        ("host0", "host1", "host2"), "rolled_back"
+    )
+    assert said in ends[host].message, ends[host].message
+    assert [h.tree_digest() for h in fleet.hosts] == before
+    return starts
+
+
 def test_a_smoke_failure_on_one_worker_rolls_back_all_three(group):
     fleet, leader = group
     worker = fleet.hosts[2]
     assert worker.run(["mkdir", "-p", STATE_SMOKE]).returncode == 0
     assert worker.run(["chattr", "+i", STATE_SMOKE]).returncode == 0  # the suites cannot land
-    before = [h.tree_digest() for h in fleet.hosts]
-    starts = [start_count(h) for h in fleet.hosts]
-    done = fleet.cli("push", "--all", "--json")
-    assert done.returncode == 1, done.stderr[-3000:]
-    events = parse_events(done.stdout)
-    outcomes = {h: e.data["outcome"] for h, e in summaries(events).items()}
-    assert outcomes == {"host0": "rolled_back", "host1": "rolled_back", "host2": "rolled_back"}
-    assert "member host2 failed" in summaries(events)["host0"].message
-    assert [h.tree_digest() for h in fleet.hosts] == before
+    starts = _push_rolled_back(fleet, "host0", "member host2 failed")
     assert [start_count(h) for h in fleet.hosts] == starts  # nothing restarted
     for host in fleet.hosts:
         assert [j["state"] for j in fleet.journal(host)] == ["installing", "rolled_back"]
@@ -135,15 +143,7 @@ def test_a_smoke_failure_on_one_worker_rolls_back_all_three(group):
 def test_a_worker_refusing_the_new_code_restarts_the_group_on_the_old(group):
     fleet, leader = group
     fleet.break_new_version_start("host1")
-    before = [h.tree_digest() for h in fleet.hosts]
-    starts = [start_count(h) for h in fleet.hosts]
-    done = fleet.cli("push", "--all", "--json")
-    assert done.returncode == 1, done.stderr[-3000:]
-    events = parse_events(done.stdout)
-    outcomes = {h: e.data["outcome"] for h, e in summaries(events).items()}
-    assert outcomes == {"host0": "rolled_back", "host1": "rolled_back", "host2": "rolled_back"}
-    assert "restart group g: host1:" in summaries(events)["host2"].message
-    assert [h.tree_digest() for h in fleet.hosts] == before
+    starts = _push_rolled_back(fleet, "host2", "restart group g: host1:")
     # host0 and host2: stopped, then started on the old code (the new start never came for
     # host0: host1's refusal came first, workers start before the leader); host1 once
     assert [start_count(h) - n for h, n in zip(fleet.hosts, starts, strict=True)] == [1, 1, 1]
