@@ -2,7 +2,7 @@
 
 Usage: python3 bench/builder_vs_reference.py [--repeats N] [--threads 1 2] [--budgets ...]
 [--json FILE]. For each torch thread count and budget, on the same CPU logits (L=15,
-V=151936, N(0, 4^2)), the calls take turns: ours (ddtree 1.1.9), the reference
+V=151936, N(0, 4^2)), the calls take turns: ours (ddtree 1.1.11), the reference
 (bench/ddtree_reference.py), ddtree 1.0.0's builder, ours, ... so load drift hits all alike.
 Prints one row per (threads, budget): medians in ms with min-max, the ratio ours / reference
 (medians; min-max over the per-round ratios) and met/missed against TARGET_RATIO. The load
@@ -32,7 +32,7 @@ VOCAB = 151_936
 BUDGETS = (16, 64, 256, 1024)
 THREADS = (1, 2)
 TARGET_RATIO = 0.8
-OURS = "1.1.9"  # the fast builder; 1.0.0's (shared by 1.1.0 and 2.0.0) is timed beside it
+OURS = "1.1.11"  # the one-read builder (shared by 2.1.1); 1.0.0's (1.1.0, 2.0.0) is timed beside it
 
 
 def spread(samples_ms: list[float]) -> dict[str, float]:

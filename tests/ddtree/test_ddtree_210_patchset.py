@@ -4,7 +4,6 @@ silent on what it can). Serving is proven on real servers in tests/serving_v2.""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import zipfile
@@ -15,7 +14,7 @@ import pytest
 
 from ddtree_deploy.patchset import check_sources, load_patchset
 from ddtree_deploy.patchset.materialize import digest, fetch_wheel
-from tests.support import REPO, patchset_file
+from tests.support import REPO, load_module, patchset_file
 
 DDTREE_210 = REPO / "patchsets" / "ddtree" / "2.1.0"
 CHECKS = "sglang/srt/speculative/ddtree_checks.py"
@@ -23,13 +22,9 @@ CHECKS = "sglang/srt/speculative/ddtree_checks.py"
 
 @pytest.fixture(scope="module")
 def checks() -> ModuleType:
-    """ddtree_checks.py of 2.1.0, loaded on its own (it imports nothing from sglang)."""
-    spec = importlib.util.spec_from_file_location(
-        "ddtree_checks_210", patchset_file(DDTREE_210, CHECKS)
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """ddtree_checks.py of 2.1.0, loaded on its own (it imports nothing from sglang); a
+    shared blob (its name has no .py suffix), so through load_module's explicit loader."""
+    return load_module("ddtree_checks_210", patchset_file(DDTREE_210, CHECKS))
 
 
 def good(**changes: object) -> dict[str, object]:

@@ -1,12 +1,14 @@
-"""The patchset's tree builders against the reference's algorithm, and 1.1.9's fast builder
-against 1.0.0's.
+"""The patchset's tree builders against the reference's algorithm, and the fast builders
+(1.1.9's, and 1.1.11's one-read builder) against 1.0.0's.
 
 bench/ddtree_reference.py re-states liranringel/ddtree's `build_ddtree_tree` (topk,
 full-vocabulary logsumexp, heap over rank tuples, numpy visibility); the speed benchmark
 times it against ours, so these tests prove both build the same trees: 300 reference vectors
 of tie-free logits (290 small, 10 of the benchmark's shape). Then the fast builder's own
-parts: its logsumexp is torch.logsumexp's bit for bit, its CPU and device paths agree, ties
-at the top-k's edge go to the lowest ids, and NaN/+inf are caught where no sample sees them.
+parts: the logsumexp is torch.logsumexp's bit for bit (1.1.11's a chunk of rows at a time
+too), the CPU and device paths agree, 1.1.11's block gather finds what one compare pass
+finds, ties at the top-k's edge go to the lowest ids, and NaN/+inf are caught where no sample
+or block maximum sees them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import functools
 from types import ModuleType
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,6 +26,8 @@ DDTREE = REPO / "patchsets" / "ddtree"
 REFERENCE = load_module("_bench_ddtree_reference", REPO / "bench" / "ddtree_reference.py")
 OLD = load_module("_payload_ddtree_utils", utils_file(DDTREE / "1.0.0"))
 FAST = load_module("_payload119_ddtree_utils", utils_file(DDTREE / "1.1.9"))
+ONE_READ = load_module("_payload1111_ddtree_utils", utils_file(DDTREE / "1.1.11"))
+FAST_BUILDERS = pytest.mark.parametrize("fast", [FAST, ONE_READ], ids=["1.1.9", "1.1.11"])
 SMALL_SHAPES = [(1, 3), (2, 7), (3, 50), (5, 500), (8, 5000), (15, 64)]
 
 
@@ -67,7 +72,7 @@ def reference_vectors() -> list[tuple[torch.Tensor, int]]:
     return cases
 
 
-@pytest.mark.parametrize("ours", [OLD, FAST], ids=["1.0.0", "1.1.9"])
+@pytest.mark.parametrize("ours", [OLD, FAST, ONE_READ], ids=["1.0.0", "1.1.9", "1.1.11"])
 def test_reference_vectors_give_the_reference_trees(ours: ModuleType) -> None:
     cases = reference_vectors()
     assert len(cases) == 300
@@ -86,17 +91,18 @@ def test_reference_copy_can_fail() -> None:
     assert not same_tree(wrong, REFERENCE.build_reference_tree(logits, 10))
 
 
-def fast_equals_old(logits: torch.Tensor, budget: int) -> bool:
-    """True when 1.1.9 builds 1.0.0's tree exactly, prefix log-probs included."""
+def fast_equals_old(fast: ModuleType, logits: torch.Tensor, budget: int) -> bool:
+    """True when a fast builder builds 1.0.0's tree exactly, prefix log-probs included."""
     old = OLD.build_ddtree_tree_from_logits(logits, budget)
-    new = FAST.build_ddtree_tree_from_logits(logits, budget)
+    new = fast.build_ddtree_tree_from_logits(logits, budget)
     return same_tree(new, old) and torch.equal(new.prefix_log_probs, old.prefix_log_probs)
 
 
+@FAST_BUILDERS
 @pytest.mark.parametrize("threads", [1, 2])
-def test_fast_builder_equals_old_with_inf_rows_and_threads(threads: int) -> None:
-    """-inf entries and dead rows included; any torch thread count (rows are split across
-    that many threads)."""
+def test_fast_builder_equals_old_with_inf_rows_and_threads(fast: ModuleType, threads: int) -> None:
+    """-inf entries and dead rows included; any torch thread count (1.1.9 splits rows across
+    that many threads, 1.1.11 chunks them on one)."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -109,12 +115,37 @@ def test_fast_builder_equals_old_with_inf_rows_and_threads(threads: int) -> None
             elif case % 3 == 2:
                 logits[case % depths] = float("-inf")
             budget = int(torch.randint(0, 300, (1,), generator=gen))
-            assert fast_equals_old(logits, budget), case
+            assert fast_equals_old(fast, logits, budget), case
     finally:
         torch.set_num_threads(before)
 
 
-def test_log_norm_is_torch_logsumexp_bit_for_bit() -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_read_builder_breaks_ties_as_the_fast_builder(threads: int) -> None:
+    """On logits full of ties (rounded; -0.0 beside 0.0; at the top-k's edge too), 1.1.11
+    builds 1.1.9's tree exactly: equal log-probs in token id order. (1.0.0's topk picks
+    among ties at the edge in its own order, so it is left out here.)"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(10 + threads)
+        for case in range(40):
+            depths, vocab = [(2, 3), (4, 40), (6, 700), (3, 40_000), (2, 151_936)][case % 5]
+            logits = (torch.randn(depths, vocab, generator=gen) * 2.0).round()
+            logits[0, ::3] = logits[0, ::3].abs() * -0.0
+            if case % 2:
+                logits[torch.rand(depths, vocab, generator=gen) < 0.3] = float("-inf")
+            budget = int(torch.randint(0, 300, (1,), generator=gen))
+            want = FAST.build_ddtree_tree_from_logits(logits, budget)
+            tree = ONE_READ.build_ddtree_tree_from_logits(logits, budget)
+            assert same_tree(tree, want), case
+            assert torch.equal(tree.prefix_log_probs, want.prefix_log_probs), case
+    finally:
+        torch.set_num_threads(before)
+
+
+@FAST_BUILDERS
+def test_log_norm_is_torch_logsumexp_bit_for_bit(fast: ModuleType) -> None:
     gen = torch.Generator().manual_seed(3)
     logits = torch.randn(6, 151_936, generator=gen) * 4.0
     logits[2] = float("-inf")
@@ -125,14 +156,59 @@ def test_log_norm_is_torch_logsumexp_bit_for_bit() -> None:
         torch.set_num_threads(threads)
         try:
             want = torch.logsumexp(logits, -1, keepdim=True)
-            assert torch.equal(FAST._log_norm(logits, row_max), want)
+            assert torch.equal(fast._log_norm(logits, row_max), want)
         finally:
             torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chunked_logsumexp_is_torch_logsumexp_bit_for_bit(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1.1.11's logsumexp, a chunk of rows at a time on one thread (chunks of 2 and 3 rows
+    here), whole on two; its block maxima give each row's maximum, tails and dead rows too."""
+    monkeypatch.setattr(ONE_READ, "_CHUNK_BYTES", 1)  # two rows a chunk, three at the end
+    gen = torch.Generator().manual_seed(6)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for depths, vocab, k in [(1, 151_936, 16), (2, 5_000, 3), (5, 40_001, 64), (7, 3, 1)]:
+            logits = torch.randn(depths, vocab, generator=gen) * 4.0
+            logits[-1, ::2] = float("-inf")
+            if depths > 2:
+                logits[1] = float("-inf")
+            block = ONE_READ._block_size(vocab, k)
+            maxima, log_norm = ONE_READ._scan_chunks(logits, block)
+            assert torch.equal(log_norm, torch.logsumexp(logits, -1, keepdim=True)), vocab
+            if block:
+                blocks = logits[:, : maxima.shape[1] * block].reshape(depths, -1, block)
+                assert np.array_equal(maxima, blocks.amax(-1).numpy())
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("share", [0, 10**9], ids=["blocks-read-alone", "one-compare"])
+def test_block_candidates_are_the_entries_that_reach_the_bound(
+    share: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1.1.11 finds the entries at or above each row's bound (its k-th largest block maximum)
+    either way: reading the chosen blocks and the tail, or comparing every entry."""
+    monkeypatch.setattr(ONE_READ, "_GATHER_SHARE", share)
+    gen = torch.Generator().manual_seed(7)
+    for depths, vocab, k in [(3, 700, 1), (4, 40_001, 64), (2, 151_936, 300), (3, 9_999, 7)]:
+        logits = (torch.randn(depths, vocab, generator=gen) * 2.0).round()  # ties
+        block = ONE_READ._block_size(vocab, k)
+        assert block, (vocab, k)
+        maxima = logits[:, : vocab // block * block].reshape(depths, -1, block).amax(-1)
+        bound = maxima.kthvalue(maxima.shape[1] - k + 1, -1, keepdim=True).values
+        want = np.flatnonzero((logits >= bound).numpy())
+        found = ONE_READ._candidates(logits.numpy(), maxima.numpy(), block, k)
+        assert np.array_equal(found, want), (vocab, k)
+
+
 def test_device_path_matches_cpu_path() -> None:
     """The accelerator path (sort + one packed transfer) run on CPU tensors gives what the
-    CPU path gives, ties included."""
+    CPU path gives, ties included (both builders)."""
     gen = torch.Generator().manual_seed(4)
     logits = torch.randn(4, 50_000, generator=gen).round()  # many ties, at the edge too
     logits[1, :20] = 9.0
@@ -141,18 +217,25 @@ def test_device_path_matches_cpu_path() -> None:
         top_dev, ids_dev, norm_dev = FAST._top_log_probs_device(logits, k)
         assert torch.equal(top_cpu, top_dev) and torch.equal(norm_cpu, norm_dev)
         assert (ids_cpu == ids_dev).all(), k
+        top_cpu, ids_cpu, norm_cpu = ONE_READ._top_log_probs_cpu(logits, k)
+        top_dev, ids_dev, norm_dev = ONE_READ._top_log_probs_device(logits, k)
+        assert np.array_equal(top_cpu, top_dev) and torch.equal(norm_cpu, norm_dev)
+        assert np.array_equal(ids_cpu, ids_dev), k
 
 
-def test_ties_at_the_topk_edge_go_to_the_lowest_ids() -> None:
-    logits = torch.zeros(2, 60_000)  # long enough for the sampled path
+@FAST_BUILDERS
+def test_ties_at_the_topk_edge_go_to_the_lowest_ids(fast: ModuleType) -> None:
+    logits = torch.zeros(2, 60_000)  # long enough for the sampled / blocked path
     logits[0, 50_000] = 1.0
-    tree = FAST.build_ddtree_tree_from_logits(logits, 5)
+    logits[0, 3] = -0.0  # equal to 0.0
+    tree = fast.build_ddtree_tree_from_logits(logits, 5)
     assert tree.node_token_ids.tolist() == [50_000, 0, 1, 2, 3]
     assert tree.parents == [-1, 0, 0, 0, 0, 0]
 
 
+@FAST_BUILDERS
 @pytest.mark.parametrize("bad", ["nan", "inf", "nan_everywhere"])
-def test_nan_and_inf_are_caught_off_the_sample(bad: str) -> None:
+def test_nan_and_inf_are_caught_off_the_sample(fast: ModuleType, bad: str) -> None:
     logits = torch.randn(3, 151_936, generator=torch.Generator().manual_seed(5))
     if bad == "nan":
         logits[1, 4_999] = float("nan")
@@ -162,4 +245,4 @@ def test_nan_and_inf_are_caught_off_the_sample(bad: str) -> None:
         logits[0, 1::2] = float("nan")
     for budget in (0, 16):
         with pytest.raises(ValueError, match="NaN" if "nan" in bad else r"\+inf"):
-            FAST.build_ddtree_tree_from_logits(logits, budget)
+            fast.build_ddtree_tree_from_logits(logits, budget)

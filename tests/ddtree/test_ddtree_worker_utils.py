@@ -25,13 +25,17 @@ wu = load_module(
     "_payload110_ddtree_worker_utils",
     patchset_file(DDTREE_110, f"{PAYLOAD}/ddtree_worker_utils.py"),
 )
-# 1.1.9 ships the same worker files with a faster tree builder: the simulated verify step
-# runs on both builders.
+# 1.1.9 and 1.1.11 ship the same worker files with faster tree builders: the simulated
+# verify step runs on every builder.
 BUILDERS = {
     "1.1.0": tree_utils,
     "1.1.9": load_module(
         "_payload119_ddtree_utils",
         patchset_file(REPO / "patchsets/ddtree/1.1.9", f"{PAYLOAD}/ddtree_utils.py"),
+    ),
+    "1.1.11": load_module(
+        "_payload1111_ddtree_utils",
+        patchset_file(REPO / "patchsets/ddtree/1.1.11", f"{PAYLOAD}/ddtree_utils.py"),
     ),
 }
 

@@ -16,7 +16,10 @@ from ddtree_deploy.patchset.dedupe import flag_shared
 from tests.support import REPO
 
 DDTREE = REPO / "patchsets" / "ddtree"
-VERSIONS = ("1.0.0", "1.1.0", "1.1.9", "1.1.10", "2.0.0", "2.0.1", "2.1.0")  # every locked
+VERSIONS = (  # every locked version
+    *("1.0.0", "1.1.0", "1.1.9", "1.1.10", "1.1.11"),
+    *("2.0.0", "2.0.1", "2.1.0", "2.1.1"),
+)
 
 
 def shared_entries(root: Path, versions: tuple[str, ...] = VERSIONS) -> int:
