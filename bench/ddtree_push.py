@@ -1,8 +1,9 @@
 """Run the real ddtree-deploy CLI in this process and write each host's TransportStats.
 
 Usage: ``python bench/ddtree_push.py STATS_JSON ARGS...`` runs ``ddtree-deploy ARGS...``
-exactly as the console script would, with one hook: the fleet's ``open_transport`` is
-wrapped so every transport it opens is remembered. On exit STATS_JSON gets
+exactly as the console script would (and ends as it does, through ``cli.leave``), with one
+hook: the fleet's ``open_transport`` is wrapped so every transport it opens is remembered.
+On exit STATS_JSON gets
 ``{"exit_code": N, "hosts": {name: {connects, execs, bytes_sent, bytes_received}}}``.
 
 With ``DDTREE_BENCH_PROFILE=FILE`` every thread (main, fleet workers, Paramiko's transport
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from ddtree_deploy.fleet import run as fleet_run
 from ddtree_deploy.transport import Transport
@@ -53,7 +55,7 @@ def profile_every_thread() -> list[cProfile.Profile]:
     return profiles
 
 
-def main() -> int:
+def main() -> NoReturn:
     stats_path, cli_args = Path(sys.argv[1]), sys.argv[2:]
     profile_path = os.environ.get(PROFILE_ENV)
     profiles = profile_every_thread() if profile_path else []
@@ -69,7 +71,7 @@ def main() -> int:
         return transport
 
     fleet_run.open_transport = remembering_open
-    from ddtree_deploy.cli import app
+    from ddtree_deploy.cli import app, leave
 
     exit_code = 0
     try:
@@ -87,8 +89,8 @@ def main() -> int:
             except (TypeError, ValueError):  # a thread still running has no stats yet
                 continue
         merged.dump_stats(profile_path)
-    return exit_code
+    leave(exit_code)  # as the console script ends (cli.leave): no interpreter teardown
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

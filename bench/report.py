@@ -18,7 +18,11 @@ METHOD = """\
 - **Hosts**: `ddtree_sandbox` hosts: real OpenSSH servers (root, own mount namespace,
   real sglang 0.5.13.post1 in `/srv/venv`), all on this one machine. Hosts are reset to the
   pristine sglang files (and bytecode removed) before every timed run, so every run backs up,
-  uploads, verifies, compiles and restarts for real. Each run is a fresh process of the tool.
+  uploads, verifies, compiles and restarts for real. Each run is a fresh process of the tool,
+  from bytecode compiled once beforehand (as `pip install` leaves it; this machine sets
+  PYTHONDONTWRITEBYTECODE). A python start on a host costs ~0.1 s of CPU (the venv's `site`
+  plus the sandbox's inert cpu-adapt `.pth`, ~5 ms since issue 19 item 0, ~65 ms before):
+  every tool pays it per process it starts there (ours: the agent and each service command).
 - **Latency**: `bench/latency_proxy.py`, a threaded TCP proxy in front of each host's sshd,
   delays every chunk by RTT/2 in each direction (no bandwidth limit; this kernel has no
   `tc netem`). Every tool connects to `127.0.0.1:PROXYPORT`; `known_hosts` names

@@ -67,3 +67,60 @@ def test_the_deferred_modules_still_load_where_they_are_needed():
     from ddtree_deploy.transport import SSHTransport  # the lazy name resolves
 
     assert SSHTransport.__module__ == "ddtree_deploy.transport.ssh"
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
+    """A fresh `python -c code ARGS` with this checkout first on the path."""
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=path),
+        cwd=REPO,
+    )
+
+
+def test_the_console_script_leaves_with_its_status_and_all_its_output():
+    """`cli.main` ends by os._exit (no interpreter teardown): the exit status is the
+    command's, and nothing it printed is lost (stdout is flushed first)."""
+    main = "from ddtree_deploy.cli import main; main()"
+    helped = run_python(main, "push", "--help")
+    assert helped.returncode == 0
+    assert "--patchset" in helped.stdout and helped.stdout.rstrip().endswith("╯")
+    refused = run_python(main, "push", "-i", "/no/such/inventory.toml", "--all", "--yes")
+    assert refused.returncode == 2  # bad input, as the plain exit said it
+    assert "inventory file not found" in refused.stderr
+
+
+def test_leave_runs_the_atexit_steps_and_reads_the_code_as_sys_exit_does():
+    code = (
+        "import atexit, sys\n"
+        "from ddtree_deploy.cli import leave\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "sys.stdout.write('no newline at the end')\n"
+        "leave(sys.argv[1] if sys.argv[1].isalpha() else int(sys.argv[1]))\n"
+    )
+    done = run_python(code, "3")
+    assert (done.returncode, done.stdout) == (3, "no newline at the endatexit ran\n")
+    said = run_python(code, "bye")
+    assert (said.returncode, said.stderr.strip()) == (1, "bye")
+
+
+def test_leave_waits_for_a_thread_that_still_runs():
+    """Control: with a non-daemon thread alive, leave is a plain exit, which lets it end."""
+    code = (
+        "import threading, time\n"
+        "from ddtree_deploy.cli import leave\n"
+        "def late(): time.sleep(0.3); print('thread done', flush=True)\n"
+        "threading.Thread(target=late).start()\n"
+        "leave(4)\n"
+    )
+    done = run_python(code)
+    assert (done.returncode, done.stdout) == (4, "thread done\n")
+
+
+def test_start_up_objects_are_frozen_out_of_the_collector():
+    """The CLI's import leaves the collector on and its objects frozen (cli/__init__.py)."""
+    code = "import gc, ddtree_deploy.cli\nprint(gc.isenabled(), gc.get_freeze_count() > 10000)"
+    assert run_python(code).stdout.split() == ["True", "True"]
