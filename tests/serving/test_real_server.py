@@ -69,17 +69,28 @@ def test_pristine_dflash_passes_the_same_lossless_gate(serving):
     assert "min 3.0" in checks(suites["host1"])["acceptance"]["detail"]
 
 
-@pytest.mark.parametrize("budget", [4, pytest.param(16, marks=pytest.mark.serving_full)])
-def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving, budget):
-    """Pristine DFLASH -> push ddtree 1.1.0 -> DDTREE (lossless, budget as pushed) ->
-    rollback -> DFLASH with its old flags, byte for byte, healthy."""
-    plan = serving.cli("plan", "--all", "-p", "ddtree@1.1.0", budget=budget)
+@pytest.mark.parametrize(
+    ("version", "budget"),
+    [
+        ("1.1.0", 4),
+        pytest.param("1.1.0", 16, marks=pytest.mark.serving_full),
+        # the newest 0.5.13.post1 line: 1.1.10's worker with 1.1.11's one-read tree builder
+        pytest.param("1.1.11", 4, marks=pytest.mark.serving_full),
+    ],
+    ids=["4", "16", "1.1.11-4"],
+)
+def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving, version, budget):
+    """Pristine DFLASH -> push ddtree 1.1.0 (or a newer 1.1.x) -> DDTREE (lossless, budget
+    as pushed) -> rollback -> DFLASH with its old flags, byte for byte, healthy."""
+    if version != "1.1.0":
+        copy_patchset(DDTREE_110.parent / version, serving.patchsets / "ddtree" / version)
+    plan = serving.cli("plan", "--all", "-p", f"ddtree@{version}", budget=budget)
     assert plan.returncode == 0, plan.stderr[-3000:]
     shown = " ".join(plan.stderr.split())  # the flags that change, not all of them
     assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stderr[-3000:]
     assert f"+ --speculative-ddtree-budget {budget}" in shown
 
-    pushed = serving.cli("push", "--all", "-p", "ddtree@1.1.0", "--json", budget=budget)
+    pushed = serving.cli("push", "--all", "-p", f"ddtree@{version}", "--json", budget=budget)
     assert pushed.returncode == 0, pushed.stderr[-4000:]
     suites = server_suites(pushed.stdout)
     assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
@@ -109,7 +120,7 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
         glue = host.run(f"{host.python} -c {shlex.quote(GLUE_PROBE)}", timeout_s=300)
         assert glue.returncode == 0 and "glue ok" in glue.stdout, glue.stdout + glue.stderr
 
-    status = serving.cli("status", "--all", "-p", "ddtree@1.1.0")
+    status = serving.cli("status", "--all", "-p", f"ddtree@{version}")
     assert status.returncode == 0
     assert f"DDTREE budget {budget}" in " ".join(status.stderr.split())
 
