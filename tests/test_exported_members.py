@@ -11,7 +11,15 @@ import types
 import pytest
 
 EXPORTED = {
-    "ddtree_deploy.cli": ["Output", "RunContext", "SharedOptions", "Targets", "app", "main"],
+    "ddtree_deploy.cli": [
+        "Output",
+        "RunContext",
+        "SharedOptions",
+        "Targets",
+        "app",
+        "leave",
+        "main",
+    ],
     "ddtree_deploy.fleet": [
         "Count",
         "FleetResult",

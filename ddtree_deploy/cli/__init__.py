@@ -22,7 +22,7 @@ import gc
 import os
 import sys
 import threading
-from typing import NoReturn
+import typing
 
 # Start-up allocates a few hundred thousand objects (Typer, Rich, pydantic models) and frees
 # almost none: the collections they would trigger are pure cost (~10-20% of the imports).
@@ -40,7 +40,7 @@ finally:
         gc.enable()
 
 
-def main() -> NoReturn:
+def main() -> typing.NoReturn:
     """Run the command line (the `ddtree-deploy` console script), then `leave` with its
     exit status."""
     try:
@@ -50,7 +50,7 @@ def main() -> NoReturn:
     leave(0)
 
 
-def leave(code: object) -> NoReturn:
+def leave(code: object) -> typing.NoReturn:
     """End the process with `code` (read as SystemExit reads it) without the interpreter's
     teardown: its atexit steps run (Paramiko joins its transport threads, logging flushes,
     `gc.freeze`), stdout and stderr are flushed, then `os._exit`.

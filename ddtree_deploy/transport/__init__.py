@@ -10,8 +10,8 @@ import sys
 import typing
 
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.transport import deferred as _deferred
 from ddtree_deploy.transport.base import Transport, TransportStats
-from ddtree_deploy.transport.deferred import defer_import
 from ddtree_deploy.transport.fake import FakeTransport
 from ddtree_deploy.transport.local import LocalTransport
 
@@ -19,7 +19,7 @@ if typing.TYPE_CHECKING:
     from ddtree_deploy.transport.ssh import SSHTransport
 
 if "paramiko" not in sys.modules:  # every Paramiko import of ours is in this package
-    defer_import("invoke")
+    _deferred.defer_import("invoke")
 
 
 def open_transport(host: Host) -> Transport:
