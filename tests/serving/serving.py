@@ -155,3 +155,9 @@ def checks(suite: dict) -> dict[str, dict]:
 
 def summary(stdout: str) -> dict[str, dict]:
     return {e["host"]: e for e in events(stdout) if e["stage"] == "summary"}
+
+
+def accept_length(check: dict) -> float:
+    """The accept length an `acceptance` check ran at (its detail's first line says it)."""
+    first = check["detail"].splitlines()[0]
+    return float(first.split("accept length ")[1].split()[0])

@@ -11,13 +11,25 @@ sandbox/ddtree_sandbox/gate_fixtures.py.
 from __future__ import annotations
 
 import json
+import shlex
 import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
 
 from ddtree_sandbox.gate_fixtures import GATE_VARIANTS
-from tests.serving.serving import Serving, events, summary
+from ddtree_sandbox.hosts import SERVICE_PORT
+from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
+from tests.serving.serving import (
+    Serving,
+    accept_length,
+    checks,
+    events,
+    get_json,
+    listener_cmdline,
+    server_suites,
+    summary,
+)
 
 pytestmark = pytest.mark.hosts
 
@@ -59,7 +71,44 @@ def assert_rolled_back_to_baseline(serving: Serving, stdout: str, host: str) -> 
     serving.assert_pristine(host)
 
 
+def assert_serves_ddtree(serving: Serving, stdout: str) -> None:
+    """The push's verify: the lossless server suite passed on both hosts, each now runs
+    `launch_server` with DDTREE at the patchset's budget (8), and its `imports` suite
+    imported every patched worker module in a fresh process."""
+    suites = server_suites(stdout)
+    assert set(suites) == {"host0", "host1"}, stdout[-3000:]
+    for name, suite in suites.items():
+        found = checks(suite)
+        assert suite["passed"], suite
+        for check in ("reference", "lossless_sequential", "lossless_concurrent", "acceptance"):
+            assert found[check]["passed"], (name, check, found[check])
+        assert "8/8" in found["lossless_sequential"]["detail"], found["lossless_sequential"]
+        info = get_json(serving.host(name), "/server_info")
+        assert info["speculative_algorithm"] == "DDTREE"
+        assert info["speculative_ddtree_budget"] == 8
+        cmdline = listener_cmdline(serving.host(name).address, SERVICE_PORT)
+        assert "-m sglang.launch_server" in cmdline
+        assert "--speculative-algorithm DDTREE" in cmdline
+        assert "--speculative-ddtree-budget 8" in cmdline
+        assert b"DDTREE" in serving.serve_file(name)
+    # The control target's drafts are always right: DDTREE accepts 3 drafts + bonus a step.
+    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
+    imports = server_suites(stdout, "smoke", "imports")["host0"]
+    assert WORKER_MODULES <= set(checks(imports)), sorted(checks(imports))
+    assert all(c["passed"] for c in imports["checks"]), imports["details"]
+
+
 def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving, tmp_path):
+    """Pristine DFLASH -> push ddtree 1.1.0 (its flags travel with it) -> DDTREE, lossless,
+    as good as the DFLASH baseline the push saved -> `gate` -> rollback -> DFLASH with its
+    old flags, byte for byte. (test_real_server.py's 1.1.0 push, make test-serving only,
+    checks the same at other budgets.)"""
+    plan = serving.cli("plan", "--all", "-p", "ddtree@1.1.0")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    shown = " ".join(plan.stderr.split())  # the flags that change, not all of them
+    assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stderr[-3000:]
+    assert "+ --speculative-ddtree-budget 8" in shown
+
     junit = tmp_path / "push.xml"
     done = serving.cli("push", "--all", "-p", "ddtree@1.1.0", "--gate", "full", "--json",
                        "--junit", str(junit), gate=GATE)  # fmt: skip
@@ -82,6 +131,13 @@ def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving,
     assert "serving gate" in done.stderr and "gate.tokens_per_s" in done.stderr
     cases = {c.get("name") for c in ET.parse(junit).getroot().iter("testcase")}
     assert {"gate.tokens_per_s", "gate.greedy_match", "gate.health"} <= cases
+    assert_serves_ddtree(serving, done.stdout)
+    host = serving.host("host0")
+    glue = host.run(f"{host.python} -c {shlex.quote(GLUE_PROBE)}", timeout_s=300)
+    assert glue.returncode == 0 and "glue ok" in glue.stdout, glue.stdout + glue.stderr
+    status = serving.cli("status", "--all", "-p", "ddtree@1.1.0")
+    assert status.returncode == 0
+    assert "DDTREE budget 8" in " ".join(status.stderr.split())
 
     # `gate`: the host is as good as the baseline its push saved; a doctored baseline is not
     check = serving.cli("gate", "--all", "--gate", "quick", "--record", str(tmp_path / "now"),
@@ -100,8 +156,10 @@ def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving,
 
     back = serving.cli("rollback", "--all")
     assert back.returncode == 0, back.stderr[-3000:]
-    for host in ("host0", "host1"):
-        serving.assert_pristine(host)
+    for name in ("host0", "host1"):
+        serving.assert_pristine(name)  # files and serve flags byte for byte, DFLASH served
+        cmdline = listener_cmdline(serving.host(name).address, SERVICE_PORT)
+        assert "--speculative-algorithm DFLASH" in cmdline
 
 
 # make test-serving only (CI time, 77 s): make test keeps the tokens/s check failing on a

@@ -114,12 +114,10 @@ def test_one_agent_process_serves_every_request_then_exits(sandbox_factory):
     assert len(set(pids)) == 1
     assert (transport.stats.sessions, transport.stats.execs) == (1, 3)
     transport.close()
+    # The claim is that the agent ends, not how fast: on a loaded box its exit after EOF was
+    # measured at up to 2 s (1 close in 10 under 4 busy loops on 2 cores), so wait up to 30 s.
     gone = sandbox.hosts[0].run(
-        [
-            "sh",
-            "-c",
-            f"for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 {pids[0]} || exit 0; "
-            "sleep 0.2; done; exit 1",
-        ]
-    )
-    assert gone.returncode == 0, "the agent outlived its session"
+        ["sh", "-c", f"i=0; while kill -0 {pids[0]}; do i=$((i+1)); [ $i -ge 150 ] && exit 1; "
+         "sleep 0.2; done; exit 0"]
+    )  # fmt: skip
+    assert gone.returncode == 0, "the agent outlived its session by 30 s"
