@@ -23,7 +23,7 @@ demo-down:
 test: install lint  ## the whole suite but serving_full: unit tests, real-sshd hosts, real sglang 0.5.13.post1 and 0.5.23 servers
 	$(PYTHON) -m pytest -q -m "not slow and not serving_full" --durations=30
 
-test-serving: install  ## DDTree on real sglang servers (0.5.13.post1 and 0.5.23): every control, serving_full included (~25 min)
+test-serving: install  ## DDTree on real sglang servers (0.5.13.post1 and 0.5.23): every control, serving_full included (~35 min)
 	$(PYTHON) -m pytest -q tests/serving tests/serving_v2 tests/sandbox/test_cpu_fixture.py \
 		tests/targets/test_target_hosts.py::test_push_ddtree_200_to_real_sglang_0523
 
