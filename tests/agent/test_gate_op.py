@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 import urllib.error
@@ -116,11 +117,20 @@ def make_handler(fake: FakeSglang) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class QuietServer(ThreadingHTTPServer):
+    """The fake's server: a client that hangs up mid-answer (the gate's timeouts and
+    deadlines do, on purpose) is not an error worth a traceback on stderr."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, reset, ...
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeSglang]:
     """A fake sglang on 127.0.0.1 (a free port), stopped after the test."""
     fake = FakeSglang()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(fake))
+    server = QuietServer(("127.0.0.1", 0), make_handler(fake))
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
