@@ -275,6 +275,18 @@ def render_targets(results: dict) -> list[str]:
     return [*lines, ""]
 
 
+def machine_speed_line(setup: dict) -> list[str]:
+    """The box's speed at the start of the run (run_benchmarks.machine_speed), when recorded."""
+    if "python_loop_ms" not in setup:
+        return []
+    return [
+        f"Machine speed at the start: a fixed Python loop (10^6 multiply-adds) "
+        f"{setup['python_loop_ms']} ms, `python -c pass` {setup['python_start_ms']} ms (medians "
+        "of 5). The same box has run twice as slow on some days: compare runs by these first.",
+        "",
+    ]
+
+
 def render(results: dict, png_name: str | None) -> str:
     setup = results.get("setup", {})
     walls = ", ".join(f"{v} s" for k, v in setup.items() if k.startswith("bench_wall_s"))
@@ -298,6 +310,7 @@ def render(results: dict, png_name: str | None) -> str:
         f"start and {setup.get('load_average_at_end', '?')} at the end, and per run in the "
         "tables (other sessions' test suites shared the two cores).",
         "",
+        *machine_speed_line(setup),
     ]
     lines += render_targets(results)
     if png_name:

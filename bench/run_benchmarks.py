@@ -474,6 +474,7 @@ def main() -> int:
             "ansible": _version(["ansible-playbook", "--version"]),
             "date": time.strftime("%Y-%m-%d"),
             "load_average_at_start": round(os.getloadavg()[0], 1),
+            **machine_speed(),
         }
         out["setup"] = {**out.get("setup", {}), **setup}  # an --only run keeps the rest
         log(f"setup: {setup}")
@@ -512,6 +513,26 @@ def _memory_used_mib() -> int:
     info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
     kib = int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])
     return kib // 1024
+
+
+def machine_speed(samples: int = 5) -> dict[str, float]:
+    """Return the box's speed as two medians in ms: a fixed pure-Python loop (one core) and
+    `python -c pass` (an interpreter start, site hooks included). Absolute times move with
+    the machine from day to day; these let two runs' tables be told apart by it."""
+    loops, starts = [], []
+    for _ in range(samples):
+        started = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i * i
+        loops.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        starts.append((time.perf_counter() - started) * 1000)
+    return {
+        "python_loop_ms": round(statistics.median(loops), 1),
+        "python_start_ms": round(statistics.median(starts), 1),
+    }
 
 
 def _version(argv: list[str]) -> str:

@@ -1,4 +1,5 @@
-"""bench/summary.py: medians with min–max, paired ratios, and the targets table's verdicts."""
+"""bench/summary.py: medians with min–max, paired ratios, the targets table's verdicts;
+bench/report.py's machine speed line."""
 
 from __future__ import annotations
 
@@ -82,3 +83,11 @@ def test_builder_row_judges_the_worst_budget():
     results["builder_vs_reference"]["rows"][1]["ratio"] = 0.8
     row = next(r for r in target_rows(results) if r.target.startswith("builder"))
     assert (row.verdict, row.why) == ("met", "")
+
+
+def test_the_machine_speed_line_shows_only_when_recorded():
+    from report import machine_speed_line
+
+    assert machine_speed_line({}) == []  # results from before the calibration
+    line = machine_speed_line({"python_loop_ms": 105.9, "python_start_ms": 84.9})[0]
+    assert "105.9 ms" in line and "`python -c pass` 84.9 ms" in line
