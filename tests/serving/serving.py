@@ -161,3 +161,34 @@ def accept_length(check: dict) -> float:
     """The accept length an `acceptance` check ran at (its detail's first line says it)."""
     first = check["detail"].splitlines()[0]
     return float(first.split("accept length ")[1].split()[0])
+
+
+def assert_serves_ddtree(serving: Serving, stdout: str, budget: int, imports: bool = True) -> None:
+    """What a good ddtree 1.1.x push to both hosts leaves: the lossless server suite passed on
+    each (8/8 one at a time), each runs `launch_server` with DDTREE at `budget`, the control
+    target (host1) accepts 3 drafts + bonus a step; with `imports`, the push's `imports`
+    suite imported every patched worker module in a fresh process."""
+    from tests.serving.ddtree_probes import WORKER_MODULES
+
+    suites = server_suites(stdout)
+    assert set(suites) == {"host0", "host1"}, stdout[-3000:]
+    for name, suite in suites.items():
+        found = checks(suite)
+        assert suite["passed"], suite
+        for check in ("reference", "lossless_sequential", "lossless_concurrent", "acceptance"):
+            assert found[check]["passed"], (name, check, found[check])
+        assert "8/8" in found["lossless_sequential"]["detail"], found["lossless_sequential"]
+        host = serving.host(name)
+        info = get_json(host, "/server_info")
+        assert info["speculative_algorithm"] == "DDTREE"
+        assert info["speculative_ddtree_budget"] == budget
+        cmdline = listener_cmdline(host.address, SERVICE_PORT)
+        assert "-m sglang.launch_server" in cmdline
+        assert "--speculative-algorithm DDTREE" in cmdline
+        assert f"--speculative-ddtree-budget {budget}" in cmdline
+        assert b"DDTREE" in serving.serve_file(name)
+    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
+    if imports:
+        suite = server_suites(stdout, "smoke", "imports")["host0"]
+        assert WORKER_MODULES <= set(checks(suite)), sorted(checks(suite))
+        assert all(c["passed"] for c in suite["checks"]), suite["details"]

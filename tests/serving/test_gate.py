@@ -19,15 +19,12 @@ import pytest
 
 from ddtree_sandbox.gate_fixtures import GATE_VARIANTS
 from ddtree_sandbox.hosts import SERVICE_PORT
-from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
+from tests.serving.ddtree_probes import GLUE_PROBE
 from tests.serving.serving import (
     Serving,
-    accept_length,
-    checks,
+    assert_serves_ddtree,
     events,
-    get_json,
     listener_cmdline,
-    server_suites,
     summary,
 )
 
@@ -71,33 +68,6 @@ def assert_rolled_back_to_baseline(serving: Serving, stdout: str, host: str) -> 
     serving.assert_pristine(host)
 
 
-def assert_serves_ddtree(serving: Serving, stdout: str) -> None:
-    """The push's verify: the lossless server suite passed on both hosts, each now runs
-    `launch_server` with DDTREE at the patchset's budget (8), and its `imports` suite
-    imported every patched worker module in a fresh process."""
-    suites = server_suites(stdout)
-    assert set(suites) == {"host0", "host1"}, stdout[-3000:]
-    for name, suite in suites.items():
-        found = checks(suite)
-        assert suite["passed"], suite
-        for check in ("reference", "lossless_sequential", "lossless_concurrent", "acceptance"):
-            assert found[check]["passed"], (name, check, found[check])
-        assert "8/8" in found["lossless_sequential"]["detail"], found["lossless_sequential"]
-        info = get_json(serving.host(name), "/server_info")
-        assert info["speculative_algorithm"] == "DDTREE"
-        assert info["speculative_ddtree_budget"] == 8
-        cmdline = listener_cmdline(serving.host(name).address, SERVICE_PORT)
-        assert "-m sglang.launch_server" in cmdline
-        assert "--speculative-algorithm DDTREE" in cmdline
-        assert "--speculative-ddtree-budget 8" in cmdline
-        assert b"DDTREE" in serving.serve_file(name)
-    # The control target's drafts are always right: DDTREE accepts 3 drafts + bonus a step.
-    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
-    imports = server_suites(stdout, "smoke", "imports")["host0"]
-    assert WORKER_MODULES <= set(checks(imports)), sorted(checks(imports))
-    assert all(c["passed"] for c in imports["checks"]), imports["details"]
-
-
 def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving, tmp_path):
     """Pristine DFLASH -> push ddtree 1.1.0 (its flags travel with it) -> DDTREE, lossless,
     as good as the DFLASH baseline the push saved -> `gate` -> rollback -> DFLASH with its
@@ -131,7 +101,7 @@ def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving,
     assert "serving gate" in done.stderr and "gate.tokens_per_s" in done.stderr
     cases = {c.get("name") for c in ET.parse(junit).getroot().iter("testcase")}
     assert {"gate.tokens_per_s", "gate.greedy_match", "gate.health"} <= cases
-    assert_serves_ddtree(serving, done.stdout)
+    assert_serves_ddtree(serving, done.stdout, budget=8)  # the patchset's own budget
     host = serving.host("host0")
     glue = host.run(f"{host.python} -c {shlex.quote(GLUE_PROBE)}", timeout_s=300)
     assert glue.returncode == 0 and "glue ok" in glue.stdout, glue.stdout + glue.stderr

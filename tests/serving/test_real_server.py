@@ -20,10 +20,11 @@ import pytest
 from ddtree_sandbox.broken import VARIANTS
 from ddtree_sandbox.hosts import SERVICE_PORT
 from ddtree_sandbox.inventory_file import render_toml
-from tests.serving.ddtree_probes import GLUE_PROBE, WORKER_MODULES
+from tests.serving.ddtree_probes import GLUE_PROBE
 from tests.serving.serving import (
     DDTREE_110,
     accept_length,
+    assert_serves_ddtree,
     checks,
     events,
     get_json,
@@ -89,30 +90,7 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
 
     pushed = serving.cli("push", "--all", "-p", f"ddtree@{version}", "--json", budget=budget)
     assert pushed.returncode == 0, pushed.stderr[-4000:]
-    suites = server_suites(pushed.stdout)
-    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
-    for name, suite in suites.items():
-        found = checks(suite)
-        assert suite["passed"], suite
-        for check in ("reference", "lossless_sequential", "lossless_concurrent", "acceptance"):
-            assert found[check]["passed"], (name, check, found[check])
-        assert "8/8" in found["lossless_sequential"]["detail"], found["lossless_sequential"]
-        host = serving.host(name)
-        info = get_json(host, "/server_info")
-        assert info["speculative_algorithm"] == "DDTREE"
-        assert info["speculative_ddtree_budget"] == budget
-        cmdline = listener_cmdline(host.address, SERVICE_PORT)
-        assert "-m sglang.launch_server" in cmdline
-        assert "--speculative-algorithm DDTREE" in cmdline
-        assert f"--speculative-ddtree-budget {budget}" in cmdline
-        assert b"DDTREE" in serving.serve_file(name)
-    # The control target's drafts are always right: DDTREE accepts 3 drafts + bonus a step.
-    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
-    if budget == 4:  # the push's own `imports` suite
-        imports = server_suites(pushed.stdout, "smoke", "imports")["host0"]
-        found = checks(imports)
-        assert WORKER_MODULES <= set(found), sorted(found)
-        assert all(c["passed"] for c in imports["checks"]), imports["details"]
+    assert_serves_ddtree(serving, pushed.stdout, budget, imports=budget == 4)
     if budget == 4 and version == "1.1.0":  # the probe's server args are 1.1.0's
         host = serving.host("host0")
         glue = host.run(f"{host.python} -c {shlex.quote(GLUE_PROBE)}", timeout_s=300)
