@@ -16,7 +16,7 @@ Checks, in order (a server that is not healthy gets no further requests):
 3. POST /generate (prompt, temperature 0, max_new_tokens) returns non-empty text.
 4. With `options.lossless` (mode verify): `reference` finds the greedy outputs recorded
    for the running model (fingerprint and dtype, see _lossless.py), shipped ones first,
-   then record_dir; `lossless_sequential` and `lossless_concurrent` send every prompt
+   then record_dir (_reference_choice.py); `lossless_sequential` and `lossless_concurrent` send every prompt
    alone, then `concurrency` at a time, and compare the output ids token for token.
 5. When speculation is on: spec_verify_ct > 0 and the accept length is at least
    min_accept_length: over all lossless requests (sum of completion_tokens over sum of
@@ -36,7 +36,6 @@ a 401 says which inventory key to set. A host whose inventory says it runs no se
 reports skipped. Stdlib only.
 """
 
-import json
 import os
 import socket
 import time
@@ -44,6 +43,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 import _lossless as lossless
+import _reference_choice as choice
 from _http import LocalHttp, read_api_key
 from _suite import Suite
 
@@ -197,7 +197,7 @@ def note_record(record_dir, note):
     if not record_dir:
         return
     try:
-        lossless.write_json_atomic(os.path.join(record_dir, "last-record"), note)
+        lossless.write_json_atomic(os.path.join(record_dir, choice.LAST_RECORD), note)
     except OSError:
         pass
 
@@ -254,82 +254,13 @@ def record_reference(suite, http, base, timeout_s, lossless_options):
     suite.finish()
 
 
-def no_reference(suite, required, lines):
-    """Add `reference` as failed (required) or as a skipped check saying why there is none."""
-    if required:
-        suite.check("reference", False, lossless.bounded(lines))
-        return
-    lines = [f"skipped (not required): {lines[0]}: lossless checks not run"] + lines[1:]
-    suite.check("reference", True, lossless.bounded(lines))
-    suite.checks[-1]["skipped"] = True
-
-
-def find_expected(suite, info, settings):
-    """Add the `reference` check -> {prompt index: reference output ids}, or None if none."""
-    required = settings["required"]
-    if info is None:
-        no_reference(suite, required, ["no /server_info: cannot tell which model the server runs"])
-        return None
-    fingerprint, dtype, model_dir, problem = lossless.identify_model(info)
-    if problem:
-        no_reference(suite, required, [f"cannot tell which model the server runs: {problem}"])
-        return None
-    record_dir = settings["record_dir"]
-    reference, origin, notes = lossless.choose_reference(
-        settings["references"], record_dir, fingerprint, dtype, settings["sampling_params"]
-    )
-    if reference is None:
-        lines = [
-            f"no reference for the running model: fingerprint {fingerprint[:12]} {dtype}",
-            f"running: {model_dir}, fingerprint {fingerprint}, dtype {dtype}",
-        ]
-        lines += notes if settings["references"] else ["no shipped references"] + notes
-        lines.append(explain_record(record_dir, fingerprint, dtype))
-        no_reference(suite, required, lines)
-        return None
-    settings["chosen"] = reference
-    outputs = lossless.outputs_by_prompt(reference)
-    prompts = settings["prompts"]
-    expected = {}
-    for i, prompt in enumerate(prompts):
-        if lossless.prompt_key(prompt) in outputs:
-            expected[i] = outputs[lossless.prompt_key(prompt)]
-    missing = [f"prompt {i + 1}/{len(prompts)}" for i in range(len(prompts)) if i not in expected]
-    if missing:
-        first = f"reference has no output for {', '.join(missing[:5])}"
-        labels = [lossless.prompt_label(p) for i, p in enumerate(prompts) if i not in expected]
-        suite.check("reference", False, lossless.bounded([f"{first}: {origin}"] + labels))
-    else:
-        summary = f"reference for {fingerprint[:12]} {dtype}: {origin}"
-        source = f"source: {reference.get('source')}"
-        suite.check("reference", True, f"{summary}\n{source}\n{len(prompts)} prompts")
-    return expected
-
-
-def explain_record(record_dir, fingerprint, dtype):
-    """Why record_dir holds no reference: what the last record attempt before a restart did."""
-    if not record_dir:
-        return "nothing can have been recorded: no record_dir"
-    try:
-        with open(os.path.join(record_dir, "last-record"), encoding="utf-8") as fh:
-            note = json.load(fh)
-    except (OSError, ValueError):
-        return "no record attempt seen: mode record runs before a restart, on a plain server"
-    attempt = f"the last record attempt ({note.get('at')}, {note.get('url')})"
-    if note.get("recorded") is None:
-        return f"{attempt}: {note.get('reason')}"
-    if os.path.basename(str(note["recorded"])) != lossless.reference_filename(fingerprint, dtype):
-        return f"{attempt} recorded another model: {note['recorded']}"
-    return f"{attempt} wrote {note['recorded']}"
-
-
 def verify_lossless(suite, http, base, info, timeout_s, lossless_options):
     """Mode verify: reference + sequential + concurrent comparison -> every lossless result."""
     settings, problem = read_lossless(lossless_options)
     if problem:
         suite.check("reference", False, f"options.lossless: {problem}")
         return None, None
-    expected = find_expected(suite, info, settings)
+    expected = choice.find_expected(suite, info, settings)
     url, prompts, sampling = base + "/generate", settings["prompts"], settings["sampling_params"]
     started = time.monotonic()
     sequential = run_pass(http, url, prompts, sampling, timeout_s, 1)
