@@ -16,8 +16,9 @@ Checks, in order (a server that is not healthy gets no further requests):
 3. POST /generate (prompt, temperature 0, max_new_tokens) returns non-empty text.
 4. With `options.lossless` (mode verify): `reference` finds the greedy outputs recorded
    for the running model (fingerprint and dtype, see _lossless.py), shipped ones first,
-   then record_dir (_reference_choice.py); `lossless_sequential` and `lossless_concurrent` send every prompt
-   alone, then `concurrency` at a time, and compare the output ids token for token.
+   then record_dir (_reference_choice.py); `lossless_sequential` and `lossless_concurrent`
+   send every prompt alone, then `concurrency` at a time, and compare the output ids token
+   for token.
 5. When speculation is on: spec_verify_ct > 0 and the accept length is at least
    min_accept_length: over all lossless requests (sum of completion_tokens over sum of
    spec_verify_ct) when the gate runs, else over the one request of 3. A reference may
