@@ -20,6 +20,7 @@ def test_suites_travel_with_every_helper_and_without_the_package_init(monkeypatc
         "_kernel_suite.py",
         "_kernel_timings.py",
         "_lossless.py",
+        "_reference_choice.py",
         "_sglang_kernels.py",
         "_step_checks.py",
         "_suite.py",
