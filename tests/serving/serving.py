@@ -13,6 +13,7 @@ from typing import Any
 
 from ddtree_sandbox.hosts import SERVE_FILE_NAME, SERVICE_PORT
 from ddtree_sandbox.inventory_file import render_toml
+from tests.serving.ddtree_probes import WORKER_MODULES
 from tests.support import REPO, run_cli
 
 DDTREE_110 = REPO / "patchsets" / "ddtree" / "1.1.0"
@@ -168,8 +169,6 @@ def assert_serves_ddtree(serving: Serving, stdout: str, budget: int, imports: bo
     each (8/8 one at a time), each runs `launch_server` with DDTREE at `budget`, the control
     target (host1) accepts 3 drafts + bonus a step; with `imports`, the push's `imports`
     suite imported every patched worker module in a fresh process."""
-    from tests.serving.ddtree_probes import WORKER_MODULES
-
     suites = server_suites(stdout)
     assert set(suites) == {"host0", "host1"}, stdout[-3000:]
     for name, suite in suites.items():
