@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -144,9 +145,22 @@ class AgentResponse(BaseModel):
         return next((r for r in self.results if r.ok and r.halt), None)
 
 
-@cache
 def packed_agent() -> bytes:
-    """The first stdin line of an agent process: the bundle as base64(zlib(JSON))."""
+    """The first stdin line of an agent process: the bundle as base64(zlib(JSON)).
+
+    Made once per process, under a lock: every host thread of a fleet asks for it at its
+    first session, and `functools.cache` alone would let each of them pack it (~10 ms of
+    CPU each, the GIL-held JSON part serialised) before the first result is stored.
+    """
+    with _PACK_LOCK:
+        return _packed_agent()
+
+
+_PACK_LOCK = threading.Lock()
+
+
+@cache
+def _packed_agent() -> bytes:
     return wire.pack_bundle(bundle())
 
 

@@ -109,6 +109,10 @@ def bundle_hash(sources: Dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(sources, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+# zlib's default: 0.4% larger than level 9 on the bundle (~50 KB), in ~55% of the time.
+ZLIB_LEVEL = 6
+
+
 def pack_bundle(sources: Dict[str, str]) -> bytes:
     """Return the first stdin line of an agent process: the bundle as base64(zlib(JSON)).
 
@@ -116,7 +120,7 @@ def pack_bundle(sources: Dict[str, str]) -> bytes:
     line (its own bundle) to the agent it starts in the container.
     """
     packed = json.dumps(sources, sort_keys=True).encode("utf-8")
-    return base64.b64encode(zlib.compress(packed, 9)) + b"\n"
+    return base64.b64encode(zlib.compress(packed, ZLIB_LEVEL)) + b"\n"
 
 
 # --- op arguments ---------------------------------------------------------------------
