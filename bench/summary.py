@@ -138,23 +138,27 @@ def scaling_rows(results: dict) -> list[TargetRow]:
             continue
         ratio = scaling[hosts]["ratio"]["median"]
         met = ratio <= factor
-        why = "" if met else _scaling_why(scaling, hosts)
+        why = "" if met else _scaling_why(scaling, hosts, factor)
         rows.append(TargetRow(target, f"{ratio}×", met, why))
     return rows
 
 
-def _scaling_why(scaling: dict, hosts: str) -> str:
+def _scaling_why(scaling: dict, hosts: str, factor: float) -> str:
     """CPU per host of the controller, the proxies and the rest of the machine (the sandbox
-    hosts): on this machine all of it shares the same cores."""
+    hosts), and the wall time that CPU needs at the least on the machine's cores against the
+    target's wall (`factor` × one host's): on this machine all of it shares the same cores."""
     row = scaling[hosts]
     controller = row["cpu_per_host"]["median_s"]
     proxies = row.get("proxies_cpu_per_host", {}).get("median_s", 0.0)
     rest = row["hosts_cpu_per_host"]["median_s"]
+    cpus = int(row.get("cpus", 2))
     total = (controller + proxies + rest) * int(hosts)
+    target_s = factor * scaling["1"]["median_s"]
     return (
         f"CPU per host: controller {controller:.3f} s + delay proxies {proxies:.3f} s + "
         f"sandbox hosts and other load {rest:.3f} s = {total:.1f} CPU s on "
-        f"{row.get('cpus', 2)} shared cores (load {row['load_1m']['median']:.1f}); "
+        f"{cpus} shared cores (load {row['load_1m']['median']:.1f}): at least "
+        f"{total / cpus:.1f} s of wall, against the target's {target_s:.1f} s; "
         "a real fleet runs host work on its own CPUs"
     )
 

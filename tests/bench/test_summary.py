@@ -33,6 +33,7 @@ def test_paired_ratio_is_taken_per_run():
 def _scaling_row(ratio: float) -> dict:
     cpu = summarise([0.05])
     return {
+        **summarise([ratio]),  # wall s: one host takes 1.0 s
         "ratio": {"median": ratio, "min": ratio, "max": ratio},
         "cpu_per_host": cpu,
         "proxies_cpu_per_host": cpu,
@@ -69,6 +70,9 @@ def test_targets_met_missed_and_not_run():
     assert rows["I: import gate ≤ 1.25× its floor"].verdict == "met"
     scaling = rows["B: 16 hosts ≤ 2× one host"]
     assert scaling.verdict == "missed" and "controller 0.050 s" in scaling.why
+    # 16 hosts x 0.15 CPU s on 2 cores: >= 1.2 s of wall, against 2 x one host's 1.0 s
+    assert "2.4 CPU s on 2 shared cores" in scaling.why
+    assert "at least 1.2 s of wall, against the target's 2.0 s" in scaling.why
     assert rows["B: 64 hosts ≤ 4× one host"].verdict == "not run"
     assert rows["builder ≤ 0.8× the reference at every budget"].verdict == "not run"
 
