@@ -6,7 +6,7 @@ import os
 
 from .locate import import_name, locate_package
 from .pure import sha256_bytes
-from .state import find_distribution
+from .state import full_distribution
 from .wire import Code, OpFailed
 from .wire_capture import CHANGED, EXTRA, MISSING, EditedFile, EditsResult
 
@@ -29,7 +29,7 @@ def op_edits(ctx, args):
     installed), version_mismatch (not args.target_version; data: installed), and
     editable_install (the dist's RECORD lists no files of an editable source tree).
     """
-    dist = find_distribution(args.package)
+    dist = full_distribution(args.package)
     if dist is None:
         raise OpFailed(Code.PACKAGE_NOT_FOUND, "%s is not installed" % args.package)
     if args.target_version is not None and dist.version != args.target_version:
