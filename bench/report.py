@@ -28,8 +28,12 @@ METHOD = """\
   `tc netem`). Every tool connects to `127.0.0.1:PROXYPORT`; `known_hosts` names
   `[127.0.0.1]:PROXYPORT` with each host's real key, so host keys stay strictly checked.
 - **Service**: `bench/instant_service.py` (kind `command`): `start` binds the port before it
-  returns, so the first health poll answers. The sandbox's sglang stub is not used: it
-  imports sglang at start (≈4–5 s of CPU) and would drown the orchestration being compared.
+  returns, so the first health poll answers. Each action imports only what it uses (`stop`
+  and `status` cost a bare python start on a host, ~35 ms; since 2026-12-02, before which
+  each also imported `http.server`, ~100 ms), and the server answers over a bare socket.
+  Every tool runs the same commands (ours adds `status`). The sandbox's sglang stub is not
+  used: it imports sglang at start (≈4–5 s of CPU) and would drown the orchestration being
+  compared.
 - **Same work for every tool** (scenario A, 4 hosts): back up the originals, upload the three
   files, verify hashes, `py_compile`, stop+start the service, wait for health.
   - ddtree-deploy: `push --all --yes --json` with a variant of ddtree 1.0.0 whose smoke
