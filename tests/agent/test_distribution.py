@@ -74,3 +74,11 @@ def test_a_zip_on_sys_path_goes_to_importlib_metadata(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
     assert state._dist_info_dir("fakedist") is None  # the fast path does not guess
     assert find_distribution("fakedist").version == "4.0"  # importlib.metadata reads the zip
+
+
+def test_an_egg_in_an_earlier_path_entry_goes_to_importlib_metadata(tmp_path, monkeypatch):
+    eggs, later = tmp_path / "eggs", tmp_path / "later"
+    (eggs / "fakedist-5.0-py3.11.egg").mkdir(parents=True)
+    _dist(later, "fakedist-1.0.dist-info", "1.0")
+    monkeypatch.setattr(sys, "path", [str(eggs), str(later), *sys.path])
+    assert state._dist_info_dir("fakedist") is None  # not the later dist-info

@@ -105,7 +105,8 @@ def _normal_name(name):
 
 def _dist_info_dir(name):
     """The `.dist-info` dir importlib.metadata would pick for `name`, or None when the
-    first match is of another kind or something on sys.path needs importlib.metadata."""
+    first match is of another kind (an `.egg-info`, an `.egg`: importlib.metadata takes a
+    dir's metadata dirs before its eggs) or something on sys.path needs importlib.metadata."""
     wanted = _normal_name(name)
     for entry in sys.path:
         where = entry or os.getcwd()
@@ -117,15 +118,17 @@ def _dist_info_dir(name):
             children = os.listdir(where)
         except OSError:
             continue
+        egg = False
         for child in children:
             low = child.lower()
-            if not low.endswith((".dist-info", ".egg-info")):
+            stem = low.rpartition(".")[0].partition("-")[0]
+            if low.endswith(".egg") and _normal_name(stem) == wanted:
+                egg = True
+            if not low.endswith((".dist-info", ".egg-info")) or _normal_name(stem) != wanted:
                 continue
-            if _normal_name(low.rpartition(".")[0].partition("-")[0]) != wanted:
-                continue
-            if not low.endswith(".dist-info"):
-                return None
-            return os.path.join(where, child)
+            return os.path.join(where, child) if low.endswith(".dist-info") else None
+        if egg:
+            return None
     return None
 
 
