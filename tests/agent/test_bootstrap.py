@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 import zlib
 
-from ddtree_deploy.agent import agent_command, packed_agent
+from ddtree_deploy.agent import agent_command, packed_agent, protocol
 from ddtree_deploy.agent.protocol import BOOTSTRAP_IMPORTER, bundle
 from tests.agent.bare import request_line, run_agent_lines
 
@@ -40,3 +42,29 @@ def test_one_process_answers_every_request_and_refuses_another_bundle(tmp_path):
     assert crash["results"][0]["code"] == "exception"
     assert 'File "ddtree_agent/ops_files.py", line' in trace  # real module file names ...
     assert "py_compile.compile(full, doraise=True)" in trace  # ... and their source lines
+
+
+def test_every_host_thread_gets_the_one_bundle_packed_once(monkeypatch):
+    """Many host threads ask for the payload at their first session at once: it is packed
+    once (a slow pack would otherwise be paid by each thread that asked before it was
+    stored), and every thread gets the same bytes."""
+    packs: list[int] = []
+    real = protocol.wire.pack_bundle
+
+    def slow_pack(sources):
+        packs.append(1)
+        time.sleep(0.05)  # every thread asks while the first pack is under way
+        return real(sources)
+
+    monkeypatch.setattr(protocol.wire, "pack_bundle", slow_pack)
+    protocol._packed_agent.cache_clear()
+    got: list[bytes] = []
+    threads = [threading.Thread(target=lambda: got.append(packed_agent())) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        protocol._packed_agent.cache_clear()  # the next caller packs with the real function
+    assert len(packs) == 1 and len(got) == 8 and len(set(got)) == 1
