@@ -121,12 +121,13 @@ def _dist_info_dir(name):
         egg = False
         for child in children:
             low = child.lower()
-            stem = low.rpartition(".")[0].partition("-")[0]
-            if low.endswith(".egg") and _normal_name(stem) == wanted:
-                egg = True
-            if not low.endswith((".dist-info", ".egg-info")) or _normal_name(stem) != wanted:
+            if _normal_name(low.rpartition(".")[0].partition("-")[0]) != wanted:
                 continue
-            return os.path.join(where, child) if low.endswith(".dist-info") else None
+            if low.endswith(".dist-info"):
+                return os.path.join(where, child)
+            if low.endswith(".egg-info"):
+                return None
+            egg = egg or low.endswith(".egg")
         if egg:
             return None
     return None
