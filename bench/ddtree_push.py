@@ -2,7 +2,8 @@
 
 Usage: ``python bench/ddtree_push.py STATS_JSON ARGS...`` runs ``ddtree-deploy ARGS...``
 exactly as the console script would (and ends as it does, through ``cli.leave``), with one
-hook: the fleet's ``open_transport`` is wrapped so every transport it opens is remembered.
+hook: every transport is remembered as it is made (``Transport.__init__``, patched when
+its module first loads).
 On exit STATS_JSON gets
 ``{"exit_code": N, "hosts": {name: {connects, execs, bytes_sent, bytes_received}}}``.
 
@@ -23,6 +24,48 @@ if TYPE_CHECKING:
     import cProfile
 
 PROFILE_ENV = "DDTREE_BENCH_PROFILE"
+TRANSPORT_BASE = "ddtree_deploy.transport.base"
+
+
+class _PatchOnLoad:
+    """A meta path finder that lets `name` load as usual, then calls `patch(module)`.
+
+    The hook must not import the transport itself: the CLI loads it late on purpose (the
+    connections it opens ahead overlap the imports that follow, cli/__init__.py), and a
+    bench that loaded it first would time another start-up than the console script's.
+    """
+
+    def __init__(self, name: str, patch):
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        load, patch = spec.loader.exec_module, self.patch
+
+        def exec_module(module):
+            load(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _remember(base, opened: list) -> None:
+    """The hook: every Transport records itself in `opened` (stats read after the run)."""
+    original = base.Transport.__init__
+
+    def init(self, host):
+        original(self, host)
+        opened.append(self)
+
+    base.Transport.__init__ = init
 
 
 def profile_every_thread() -> list[cProfile.Profile]:
@@ -68,19 +111,9 @@ def main() -> NoReturn:
 
         main_profile = cProfile.Profile(time.thread_time)
         main_profile.enable()
+    opened: list = []  # every Transport the command creates, in order
+    sys.meta_path.insert(0, _PatchOnLoad(TRANSPORT_BASE, lambda m: _remember(m, opened)))
     from ddtree_deploy.cli import app, leave
-    from ddtree_deploy.fleet import run as fleet_run
-    from ddtree_deploy.transport import Transport
-
-    opened: list[Transport] = []
-    original = fleet_run.open_transport
-
-    def remembering_open(host):  # the hook: same transport, remembered for its stats
-        transport = original(host)
-        opened.append(transport)
-        return transport
-
-    fleet_run.open_transport = remembering_open
 
     exit_code = 0
     try:

@@ -57,8 +57,9 @@ METHOD = """\
   tool's CPU seconds (`RUSAGE_CHILDREN` delta around its process: the controller; for
   Ansible its ssh clients too). Hosts' own CPU (scaling) is the sshd process trees' CPU.
 - **Round trips** come from `TransportStats` (connects, execs, bytes per host) read through a
-  hook in `bench/ddtree_push.py` that wraps the fleet's `open_transport`; the transport is
-  unchanged.
+  hook in `bench/ddtree_push.py` that records every `Transport` as it is made (patched when
+  its module first loads, so the CLI's import order is the console script's); the
+  transport is unchanged.
 """
 
 

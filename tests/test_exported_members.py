@@ -29,6 +29,7 @@ EXPORTED = {
         "SUCCESS",
         "UndoFn",
         "Wave",
+        "first_started",
         "max_fail_exceeded",
         "parse_batches",
         "parse_count",

@@ -11,6 +11,13 @@ command name, while every documented command line puts them after it
 the command name wins over the same option given before it. No options travel as string-keyed
 dicts, and there is no module-level console.
 
+Start-up. Importing this package loads only what parsing and checking the input needs (Typer,
+Rich's console, the inventory and patchset models); each command imports the pipeline, the
+fleet's runner and the report inside its body, after `rollout.connect_first_hosts` has
+started opening the connections of the hosts it starts first (fleet/ahead.py): the SSH
+handshakes (mostly waiting) overlap those imports (CPU). tests/cli/test_startup.py keeps
+it so; docs/benchmarks.md has the numbers.
+
 Modules: `app` (root and mounting), `context` (shared options, RunContext), `command` (the
 decorators), `options` (options several commands take), `choice` (patchset per host),
 `confirm`, `rollout` (run across hosts, print, exit), `exit_codes`, then one module per command

@@ -6,9 +6,6 @@ from typing import Annotated
 
 import typer
 
-from ddtree_deploy.pipeline import controller_holder, prune_host, status_host
-from ddtree_deploy.report import backups_table
-
 from .command import host_command
 from .context import RunContext
 from .rollout import run_and_exit
@@ -20,6 +17,10 @@ backups_app = typer.Typer(help="Backups kept on hosts.", no_args_is_help=True)
 @host_command
 def list_backups(run: RunContext) -> None:
     """List the backups kept on each host."""
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import status_host
+    from ddtree_deploy.report import backups_table
+
     hosts = run.targets.resolve()
     run_and_exit(run, "backups", hosts, lambda r: status_host(r, None), table=backups_table)
 
@@ -31,6 +32,9 @@ def prune(
     keep: Annotated[int, typer.Option("--keep", min=1, help="Backups to keep per host.")] = 5,
 ) -> None:
     """Delete all but the newest --keep backups (never one of an unfinished deploy)."""
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import controller_holder, prune_host
+
     hosts = run.targets.resolve()
     holder = controller_holder()
     run_and_exit(run, "backups prune", hosts, lambda r: prune_host(r, holder, keep))

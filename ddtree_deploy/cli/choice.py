@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddtree_deploy.patchset import default_patchsets_dir
-from ddtree_deploy.pipeline import HostRun, per_host
 from ddtree_deploy.results import HostResult
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset, prepare_choice
 
-ReadOnlyFn = Callable[[HostRun, PreparedPatchset | None], HostResult]
+if TYPE_CHECKING:
+    from ddtree_deploy.pipeline import HostRun
+
+ReadOnlyFn = Callable[["HostRun", PreparedPatchset | None], HostResult]
 
 
 def load_choice(ref: str, patchsets_dir: Path | None, strict: bool = False) -> PatchsetChoice:
@@ -19,15 +22,23 @@ def load_choice(ref: str, patchsets_dir: Path | None, strict: bool = False) -> P
     return prepare_choice(patchsets_dir or default_patchsets_dir(), ref, strict)
 
 
-def read_only_fn(
-    fn: ReadOnlyFn, ref: str | None, patchsets_dir: Path | None, strict: bool
-) -> Callable[[HostRun], HostResult]:
-    """Return the host function of a read-only command: `fn` with the host's version of -p,
-    or without a patchset when -p is not given or (unless --strict) no version targets the
-    host, the reason appended to the message: such hosts are still reported."""
-    if not ref:
+def optional_choice(
+    ref: str | None, patchsets_dir: Path | None, strict: bool
+) -> PatchsetChoice | None:
+    """`load_choice` for a read-only command's optional -p: None when it is not given."""
+    return load_choice(ref, patchsets_dir, strict) if ref else None
+
+
+def read_only_fn(fn: ReadOnlyFn, choice: PatchsetChoice | None) -> Callable[[HostRun], HostResult]:
+    """Return the host function of a read-only command: `fn` with the host's version of
+    `choice` (its -p, see `optional_choice`), or without a patchset when -p is not given
+    or (unless --strict) no version targets the host, the reason appended to the message:
+    such hosts are still reported."""
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import per_host
+
+    if choice is None:
         return lambda run: fn(run, None)
-    choice = load_choice(ref, patchsets_dir, strict)
 
     def fallback(run: HostRun, reason: str) -> HostResult:
         result = fn(run, None)

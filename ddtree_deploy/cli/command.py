@@ -21,6 +21,7 @@ import typer
 from rich.text import Text
 
 from ddtree_deploy.errors import ConfigError
+from ddtree_deploy.fleet import ahead
 
 from . import exit_codes
 from .context import RunContext, SharedOptions, new_console
@@ -95,6 +96,8 @@ def _wire(fn: CommandBody[P], shared: tuple[inspect.Parameter, ...]) -> Callable
             line = Text.assemble(("error:", "bold red"), f" {exc}")  # the message verbatim
             run.console.print(line, highlight=False, soft_wrap=True)
             raise typer.Exit(exit_codes.BAD_INPUT) from None
+        finally:
+            ahead.discard()  # connections opened ahead that no rollout took (none, normally)
 
     context = inspect.Parameter(
         "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from ddtree_deploy.pipeline import GateOptions, HostRun, gate_host
 from ddtree_deploy.results import HostResult
 from ddtree_deploy.stages import PreparedPatchset
 
-from .choice import read_only_fn
+from .choice import optional_choice, read_only_fn
 from .command import host_command
 from .context import RunContext
 from .options import GateModeOpt, PatchsetsDirOpt, StrictOpt, gate_mode
 from .rollout import run_and_exit
+
+if TYPE_CHECKING:
+    from ddtree_deploy.pipeline import HostRun
 
 
 @host_command
@@ -46,9 +48,13 @@ def gate(
     greedy outputs, errors (and, with --gate full, load, health and metrics over the bake).
     Exit 1 when a check fails, 2 when there is no baseline to compare with."""
     hosts = run.targets.resolve()
+    choice = optional_choice(patchset, patchsets_dir, strict)
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import GateOptions, gate_host
+
     opts = GateOptions(mode=gate_mode(mode), baseline=baseline, record=record)
 
     def gate_one(host_run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
         return gate_host(host_run, prepared, opts)
 
-    run_and_exit(run, "gate", hosts, read_only_fn(gate_one, patchset, patchsets_dir, strict))
+    run_and_exit(run, "gate", hosts, read_only_fn(gate_one, choice))

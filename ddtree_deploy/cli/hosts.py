@@ -6,14 +6,11 @@ from typing import Annotated
 
 import typer
 
-from ddtree_deploy.pipeline import hosts_check
-from ddtree_deploy.report import facts_table
-
-from .choice import read_only_fn
+from .choice import optional_choice, read_only_fn
 from .command import host_command
 from .context import RunContext
 from .options import PatchsetsDirOpt, StrictOpt
-from .rollout import run_and_exit
+from .rollout import connect_first_hosts, run_and_exit
 
 hosts_app = typer.Typer(help="Reachability and facts of hosts.", no_args_is_help=True)
 
@@ -30,5 +27,11 @@ def check(
 ) -> None:
     """Connect to hosts and report python, sglang version, site-packages, hashes, GPUs, lock."""
     hosts = run.targets.resolve()
-    fn = read_only_fn(hosts_check, patchset, patchsets_dir, strict)
+    choice = optional_choice(patchset, patchsets_dir, strict)
+    connect_first_hosts(run, hosts)
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import hosts_check
+    from ddtree_deploy.report import facts_table
+
+    fn = read_only_fn(hosts_check, choice)
     run_and_exit(run, "hosts check", hosts, fn, table=facts_table)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from ddtree_deploy.pipeline import per_host, plan_host
-from ddtree_deploy.report import plan_table
-
 from .choice import load_choice
 from .command import host_command
 from .context import RunContext
@@ -22,4 +19,8 @@ def plan(
     """Show what a push would do per file (new/patched/unchanged/drifted); writes nothing."""
     hosts = run.targets.resolve()
     choice = load_choice(patchset, patchsets_dir, strict)
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import per_host, plan_host
+    from ddtree_deploy.report import plan_table
+
     run_and_exit(run, f"plan {choice.label}", hosts, per_host(choice, plan_host), table=plan_table)

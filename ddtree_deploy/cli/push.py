@@ -7,17 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ddtree_deploy.fleet import GroupUnit, RolloutPolicy, parse_batches, parse_count
-from ddtree_deploy.pipeline import (
-    PushOptions,
-    controller_holder,
-    per_host,
-    plan_host,
-    push_host,
-    rollback_host,
-)
-from ddtree_deploy.pipeline.group import push_group
-from ddtree_deploy.pipeline.group_restore import undo_group
+from ddtree_deploy.fleet import RolloutPolicy, parse_batches, parse_count
 from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources
 
 from .choice import load_choice
@@ -37,7 +27,7 @@ from .options import (
     gate_mode,
     with_isolated_imports,
 )
-from .rollout import run_and_exit
+from .rollout import connect_first_hosts, run_and_exit
 
 CanaryOpt = Annotated[
     int,
@@ -106,16 +96,32 @@ def push(
         max_fail=parse_count(max_fail) if max_fail is not None else None,
         rollback_on_abort=rollback_on_abort,
     )
+    if not dry_run:
+        confirm_targets(run.console, f"push {choice.label}", hosts, yes)
+        smoke_sources = load_smoke_sources(choice.suite_names, default_smoke_dir())
+    connect_first_hosts(run, hosts, policy, grouped=bool(restart_groups))
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.fleet import GroupUnit
+    from ddtree_deploy.pipeline import (
+        PushOptions,
+        controller_holder,
+        per_host,
+        plan_host,
+        push_host,
+        rollback_host,
+    )
+    from ddtree_deploy.pipeline.group import push_group
+    from ddtree_deploy.pipeline.group_restore import undo_group
+
     if dry_run:
         run_and_exit(run, f"plan {choice.label}", hosts, per_host(choice, plan_host))
-    confirm_targets(run.console, f"push {choice.label}", hosts, yes)
     opts = PushOptions(
         holder=controller_holder(),
         restart=not no_restart,
         lock_ttl_s=lock_ttl_s,
         break_lock=break_lock,
         keep_backups=keep_backups,
-        smoke_sources=load_smoke_sources(choice.suite_names, default_smoke_dir()),
+        smoke_sources=smoke_sources,
         gate_mode=gate_mode(gate),
     )
     units = tuple(

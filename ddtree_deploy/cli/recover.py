@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from ddtree_deploy.fleet import GroupUnit
-from ddtree_deploy.pipeline import controller_holder, recover_host
-from ddtree_deploy.pipeline.group_restore import recover_group
-
 from .command import host_command
 from .context import RunContext
 from .options import IgnoreGroupsOpt, NoRestartOpt
@@ -25,6 +21,11 @@ def recover(
     and the group restarts as one; selecting only some of them is refused."""
     hosts = run.targets.resolve()
     groups = run.targets.restart_groups(hosts, ignore_groups)
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.fleet import GroupUnit
+    from ddtree_deploy.pipeline import controller_holder, recover_host
+    from ddtree_deploy.pipeline.group_restore import recover_group
+
     holder = controller_holder()
     restart = not no_restart
     units = tuple(

@@ -7,15 +7,11 @@ from typing import Annotated
 
 import typer
 
-from ddtree_deploy.fleet import GroupUnit
-from ddtree_deploy.pipeline import controller_holder, rollback_host
-from ddtree_deploy.pipeline.group_restore import rollback_group
-
 from .command import host_command
 from .confirm import confirm_targets
 from .context import RunContext
 from .options import BreakLockOpt, IgnoreGroupsOpt, NoRestartOpt, YesOpt
-from .rollout import run_and_exit
+from .rollout import connect_first_hosts, run_and_exit
 
 
 @host_command
@@ -33,9 +29,15 @@ def rollback(
     (stop all, workers then leader); selecting only some of them is refused."""
     hosts = run.targets.resolve()
     groups = run.targets.restart_groups(hosts, ignore_groups)
-    holder = controller_holder()
     restart = not no_restart
     confirm_targets(run.console, "rollback", hosts, yes)
+    connect_first_hosts(run, hosts, grouped=bool(groups))
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.fleet import GroupUnit
+    from ddtree_deploy.pipeline import controller_holder, rollback_host
+    from ddtree_deploy.pipeline.group_restore import rollback_group
+
+    holder = controller_holder()
     units = tuple(
         GroupUnit(
             group.name,

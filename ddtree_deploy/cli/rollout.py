@@ -3,30 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import RenderableType
 from rich.text import Text
 
-from ddtree_deploy.fleet import GroupUnit, HostFn, RolloutPolicy, UndoFn, run_rollout
+from ddtree_deploy.fleet import RolloutPolicy, first_started
+from ddtree_deploy.fleet.ahead import connect_ahead
 from ddtree_deploy.inventory import Host
-from ddtree_deploy.pipeline import new_run_id
-from ddtree_deploy.report import (
-    FanoutSink,
-    JsonLinesSink,
-    append_summary,
-    fleet_table,
-    gate_table,
-    progress_sink,
-    summary_markdown,
-    write_junit,
-)
 from ddtree_deploy.results import HostResult
 
 from . import exit_codes
 from .context import RunContext
 
+if TYPE_CHECKING:
+    from ddtree_deploy.fleet.run import GroupUnit, HostFn, UndoFn
+
 Table = Callable[[list[HostResult]], RenderableType]
+
+
+def connect_first_hosts(
+    run: RunContext, hosts: list[Host], policy: RolloutPolicy | None = None, grouped: bool = False
+) -> None:
+    """Open the connections of the hosts the rollout will start first, while the command
+    loads the rest of what it needs (fleet/ahead.py). Call it once the command's local
+    input is checked and confirmed: connecting changes nothing on a host, but a command
+    that is refused should not log in anywhere. Not done for restart groups (`grouped`),
+    whose members start together as units."""
+    if grouped:
+        return
+    first = set(first_started([h.name for h in hosts], policy or RolloutPolicy(run.parallel)))
+    connect_ahead([h for h in hosts if h.name in first])
 
 
 def run_and_exit(
@@ -38,10 +46,24 @@ def run_and_exit(
     policy: RolloutPolicy | None = None,
     undo: UndoFn | None = None,
     groups: tuple[GroupUnit, ...] = (),
-) -> None:
+) -> NoReturn:
     """Run fn across hosts per policy (default: --parallel at a time), print the summary, write
     JUnit and the Markdown summary; raise typer.Exit with the documented code (the most urgent
     host outcome wins)."""
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.fleet import run_rollout
+    from ddtree_deploy.pipeline import new_run_id
+    from ddtree_deploy.report import (
+        FanoutSink,
+        JsonLinesSink,
+        append_summary,
+        fleet_table,
+        gate_table,
+        progress_sink,
+        summary_markdown,
+        write_junit,
+    )
+
     console, out = run.console, run.output
     policy = policy or RolloutPolicy(parallel=run.parallel)
     with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:

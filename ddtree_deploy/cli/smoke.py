@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ddtree_deploy.pipeline import HostRun, per_host, smoke_host
-from ddtree_deploy.report import smoke_table
 from ddtree_deploy.results import HostResult
 from ddtree_deploy.stages import PreparedPatchset, default_smoke_dir, load_smoke_sources
 
@@ -21,7 +19,10 @@ from .options import (
     StrictOpt,
     with_isolated_imports,
 )
-from .rollout import run_and_exit
+from .rollout import connect_first_hosts, run_and_exit
+
+if TYPE_CHECKING:
+    from ddtree_deploy.pipeline import HostRun
 
 SuiteOpt = Annotated[
     list[str] | None,
@@ -46,6 +47,10 @@ def smoke(
     hosts = with_isolated_imports(run.targets.resolve(), isolated_imports)
     choice = load_choice(patchset, patchsets_dir, strict)
     sources = load_smoke_sources(suite or choice.suite_names, default_smoke_dir())
+    connect_first_hosts(run, hosts)
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import per_host, smoke_host
+    from ddtree_deploy.report import smoke_table
 
     def smoke_picked(host_run: HostRun, prepared: PreparedPatchset) -> HostResult:
         names = suite or [*prepared.suites, *prepared.after_restart]

@@ -7,14 +7,11 @@ from typing import Annotated
 
 import typer
 
-from ddtree_deploy.pipeline import status_host
-from ddtree_deploy.report import status_table
-
-from .choice import read_only_fn
+from .choice import optional_choice, read_only_fn
 from .command import host_command
 from .context import RunContext
 from .options import PatchsetsDirOpt, StrictOpt
-from .rollout import run_and_exit
+from .rollout import connect_first_hosts, run_and_exit
 
 
 @host_command
@@ -35,5 +32,11 @@ def status(
 ) -> None:
     """Deployed patchset per host, drift, lock, last journal entries, backups, container."""
     hosts = run.targets.resolve()
-    fn = read_only_fn(partial(status_host, check=check), patchset, patchsets_dir, strict)
+    choice = optional_choice(patchset, patchsets_dir, strict)
+    connect_first_hosts(run, hosts)
+    # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
+    from ddtree_deploy.pipeline import status_host
+    from ddtree_deploy.report import status_table
+
+    fn = read_only_fn(partial(status_host, check=check), choice)
     run_and_exit(run, "status", hosts, fn, table=status_table)

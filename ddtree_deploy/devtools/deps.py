@@ -7,7 +7,8 @@ which rooms each room may import; the layers read top to bottom:
 
     cli -> fleet -> pipeline -> stages / transport / patchset / inventory -> gate -> agent protocol
 
-with report/ (output) beside cli, and events, errors and results as leaves anyone may use.
+with report/ (output) beside cli, and events, errors, results and lazy (the PEP 562 helper)
+as leaves anyone may use.
 Besides the table: only cli/ imports typer, only cli/ and report/ import rich, only gate/
 imports prometheus_client, the agent's host code imports only the standard library and its
 siblings (it runs on the host's bare python), and no product module imports the test sandbox
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "ddtree_deploy"
-LEAVES = frozenset({"events", "errors", "results"})
+LEAVES = frozenset({"events", "errors", "results", "lazy"})
 
 # Room -> the rooms it may import (besides itself and the package root, which holds only
 # metadata such as __version__). Nothing may import cli but __main__.
@@ -61,6 +62,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "agent": LEAVES,
     "events": frozenset(),
     "errors": frozenset(),
+    "lazy": frozenset(),  # the PEP 562 helper package __init__ modules use
     "results": frozenset({"events"}),  # a result carries its stage records
     "devtools": frozenset(),
 }

@@ -35,6 +35,17 @@ class Count:
 
 
 @dataclass(frozen=True)
+class RolloutPolicy:
+    """How many hosts at a time, in which waves, and when to stop starting new ones."""
+
+    parallel: int = 16
+    canary: int = 0
+    batches: tuple[Count, ...] = ()
+    max_fail: Count | None = None
+    rollback_on_abort: bool = True
+
+
+@dataclass(frozen=True)
 class Wave:
     """Hosts started together; the canary wave runs alone and stops the fleet on any failure."""
 
@@ -107,6 +118,14 @@ def plan_waves(names: Sequence[str], canary: int = 0, batches: Sequence[Count] =
         start += size
         step += 1
     return waves
+
+
+def first_started(names: Sequence[str], policy: RolloutPolicy) -> list[str]:
+    """The hosts a rollout of `names` (no restart groups) starts at once: the first wave's
+    first `parallel`. They are sure to be contacted unless the run dies first, which is
+    why the CLI may open their connections ahead (fleet/ahead.py)."""
+    waves = plan_waves(names, policy.canary, policy.batches)
+    return list(waves[0].hosts[: max(1, policy.parallel)]) if waves else []
 
 
 def max_fail_exceeded(failed: int, total: int, max_fail: Count | None) -> bool:

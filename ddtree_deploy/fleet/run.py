@@ -2,6 +2,8 @@
 
 Each host gets one transport (one SSH connection) for the whole command: a host whose change
 may still be undone keeps its connection open until the run ends, and the undo reuses it.
+The policy (`RolloutPolicy`, waves) is fleet/policy.py; connections the CLI opened before
+the run started are taken from fleet/ahead.py.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_deploy.events import EventSink, HostRecorder, Stage
-from ddtree_deploy.fleet.policy import Count, Wave, plan_waves, stop_reason
+from ddtree_deploy.fleet import ahead
+from ddtree_deploy.fleet.policy import RolloutPolicy, Wave, plan_waves, stop_reason
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline import HostRun
 from ddtree_deploy.results import HostResult, Outcome
-from ddtree_deploy.transport import open_transport
+from ddtree_deploy.transport import Transport, open_transport
 
 HostFn = Callable[[HostRun], HostResult]
 # Undo a host's successful change after the fleet stopped: (its run, the result it ended with).
@@ -27,6 +30,12 @@ UndoFn = Callable[[HostRun, HostResult], HostResult]
 # A restart group's members run together: their runs in member order -> their results.
 GroupFn = Callable[[list[HostRun]], list[HostResult]]
 GroupUndoFn = Callable[[list[HostRun], list[HostResult]], list[HostResult]]
+
+
+def host_transport(host: Host) -> Transport:
+    """The transport of `host` for this command: the connection the CLI opened ahead for
+    it (fleet/ahead.py), else a new one that connects at its first request."""
+    return ahead.take(host) or open_transport(host)
 
 
 @dataclass(frozen=True)
@@ -45,17 +54,6 @@ class GroupUnit:
 
 
 SUCCESS = frozenset({Outcome.OK, Outcome.NO_CHANGES})
-
-
-@dataclass(frozen=True)
-class RolloutPolicy:
-    """How many hosts at a time, in which waves, and when to stop starting new ones."""
-
-    parallel: int = 16
-    canary: int = 0
-    batches: tuple[Count, ...] = ()
-    max_fail: Count | None = None
-    rollback_on_abort: bool = True
 
 
 @dataclass
@@ -92,7 +90,7 @@ class _HostSession:
     ):
         self.group = group
         self.recorder = HostRecorder(host=host.name, run_id=run_id, sink=sink)
-        self.transport = open_transport(host)
+        self.transport = host_transport(host)
         self.run = HostRun(
             host=host, transport=self.transport, recorder=self.recorder, run_id=run_id
         )

@@ -1,8 +1,8 @@
 """Patchsets: models, loading, materialising from the pinned wheel, the lock, authoring."""
 
-import importlib
 import typing
 
+from ddtree_deploy.lazy import lazy_exports
 from ddtree_deploy.patchset.load import (
     Patchset,
     default_patchsets_dir,
@@ -23,29 +23,18 @@ if typing.TYPE_CHECKING:
     from ddtree_deploy.patchset.copy import copy_version
     from ddtree_deploy.patchset.dedupe import DedupePlan, SharedSource, apply_dedupe, plan_dedupe
 
-# Authoring names, imported on first use (PEP 562): a push or a plan never authors, and these
-# modules (zipfile, tempfile, diffing) are start-up time every command would pay.
-_AUTHORING = {
-    "PatchsetPlan": "author",
-    "plan_patchset": "author",
-    "write_patchset": "author",
-    "Capture": "capture",
-    "capture_from_diff": "capture",
-    "capture_from_tree": "capture",
-    "copy_version": "copy",
-    "DedupePlan": "dedupe",
-    "SharedSource": "dedupe",
-    "apply_dedupe": "dedupe",
-    "plan_dedupe": "dedupe",
-}
-
-
-def __getattr__(name: str) -> typing.Any:
-    """An authoring name, imported from its module when first asked for."""
-    module = _AUTHORING.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+# Authoring names, imported on first use (`ddtree_deploy.lazy`): a push or a plan never
+# authors, and these modules (zipfile, tempfile, diffing) are start-up time every command
+# would pay.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "author": ("PatchsetPlan", "plan_patchset", "write_patchset"),
+        "capture": ("Capture", "capture_from_diff", "capture_from_tree"),
+        "copy": ("copy_version",),
+        "dedupe": ("DedupePlan", "SharedSource", "apply_dedupe", "plan_dedupe"),
+    },
+)
 
 
 __all__ = [

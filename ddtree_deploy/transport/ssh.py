@@ -4,12 +4,15 @@ Connecting is transport/hops.py (which hops, from the inventory and ssh_config) 
 transport/ssh_hops.py (open them, strict host keys on every hop). We open the exec channel
 on Paramiko directly because we keep one agent process talking over it for the whole
 command, a request line in and a framed answer out; the command line is built with shlex so
-no value reaches a shell unquoted.
+no value reaches a shell unquoted. The route may be opened ahead, in a thread, before the
+first request (`start_connect`, fleet/ahead.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import threading
 
 import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
@@ -35,6 +38,8 @@ class SSHTransport(Transport):
         self._hops: tuple[Hop, ...] = ()
         self._session: paramiko.Channel | None = None
         self._stdout: paramiko.ChannelFile | None = None
+        self._opening: threading.Thread | None = None  # a connect started ahead
+        self._opening_error: Exception | None = None
 
     def resolve(self) -> tuple[Hop, ...]:
         """The hops to this host from the inventory and ssh_config (no connection);
@@ -49,12 +54,40 @@ class SSHTransport(Transport):
         """The hops of the open (or last) connection, first to last."""
         return [hop.describe if hop.jump else f"host {hop.label}" for hop in self._hops]
 
+    def start_connect(self) -> None:
+        """Start opening the route in a thread (fleet/ahead.py) and return; the first
+        request waits for it and raises what it raised, without trying again."""
+        self._opening = threading.Thread(
+            target=self._open_ahead, name=f"connect {self.host.name}", daemon=True
+        )
+        self._opening.start()
+
+    def _open_ahead(self) -> None:
+        try:
+            self._open_route()
+        except Exception as exc:  # the host's first request raises it (see _await_opening)
+            self._opening_error = exc
+
+    def _await_opening(self) -> None:
+        """Wait for a connect started ahead, if any; raise its error once."""
+        if self._opening is None:
+            return
+        self._opening.join()
+        self._opening = None
+        error, self._opening_error = self._opening_error, None
+        if error is not None:
+            raise error
+
     def _connect(self) -> paramiko.SSHClient:
+        self._await_opening()
         if self._clients:
             transport = self._clients[-1].get_transport()
             if transport is not None and transport.is_active():
                 return self._clients[-1]
             self._drop_route()
+        return self._open_route()
+
+    def _open_route(self) -> paramiko.SSHClient:
         self._hops = self.resolve()
         self._clients = open_route(self.host.name, self._hops)
         self.stats.connects += 1
@@ -101,6 +134,8 @@ class SSHTransport(Transport):
         return out.decode(errors="replace"), err.decode(errors="replace"), exit_code
 
     def close(self) -> None:
+        with contextlib.suppress(Exception):  # a connect that failed left nothing to close
+            self._await_opening()
         if self._session is not None:
             try:
                 self._session.shutdown_write()  # EOF: the agent exits after its last answer

@@ -51,13 +51,44 @@ def test_help_loads_no_transport_gate_or_authoring_module(args):
     assert {name: why for name, why in DEFERRED.items() if name in loaded} == {}
 
 
+# What a host command loads only after it started opening its first hosts' connections
+# (cli/__init__.py, fleet/ahead.py): loading any of them at start-up would put it back on
+# the critical path, before the first connect.
+AFTER_CONNECTING = {
+    "ddtree_deploy.pipeline": "the per-host stages",
+    "ddtree_deploy.fleet.run": "the fleet's runner",
+    "ddtree_deploy.report": "output (Rich live display, tables, JUnit)",
+    "ddtree_deploy.transport": "transports",
+    "ddtree_deploy.agent.protocol": "the agent's request and answer models",
+}
+
+
 def test_a_push_refused_before_any_connect_loads_no_ssh_and_no_pygments(tmp_path):
     """Bad input (no such inventory) ends the push before a host is contacted: the command
-    body ran, its pipeline loaded, yet neither Paramiko nor pygments (patchset diff's)."""
+    body ran, yet neither Paramiko nor pygments (patchset diff's) nor the pipeline loaded."""
     loaded = modules_loaded("push", "-i", str(tmp_path / "none.toml"), "--all", "--yes")
-    assert "ddtree_deploy.pipeline.push" in loaded  # the push body did run
+    assert "ddtree_deploy.cli.push" in loaded and "ddtree_deploy.inventory.load" in loaded
     assert {name: why for name, why in DEFERRED.items() if name in loaded} == {}
+    assert {name: why for name, why in AFTER_CONNECTING.items() if name in loaded} == {}
     assert "pygments" not in loaded
+
+
+@pytest.mark.parametrize("args", [["--help"], ["push", "--help"], ["status", "--help"]])
+def test_the_cli_starts_without_what_it_needs_only_after_connecting(args):
+    loaded = modules_loaded(*args)
+    assert "ddtree_deploy.cli.push" in loaded  # every command was declared
+    assert {name: why for name, why in AFTER_CONNECTING.items() if name in loaded} == {}
+
+
+def test_a_command_that_ran_did_load_them(tmp_path):
+    """Negative control: a command that gets past its input checks loads them all (here
+    `plan` with every host unreachable: the connections fail, the modules are there)."""
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(
+        '[hosts.dead]\naddress = "127.0.0.1"\nport = 1\nknown_hosts = "/dev/null"\n'
+    )
+    loaded = modules_loaded("plan", "-i", str(inventory), "--all", "-p", "ddtree@1.0.0")
+    assert set(AFTER_CONNECTING) <= loaded
 
 
 def test_the_deferred_modules_still_load_where_they_are_needed():
