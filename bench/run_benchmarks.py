@@ -47,6 +47,7 @@ from summary import ANSIBLE_COLD, ANSIBLE_WARM, DDTREE_A, paired_ratios, summari
 from tools import (
     WARM_CONTROL_DIR,
     ToolRun,
+    ansible_playbook,
     close_masters,
     event_time_s,
     run_ansible,
@@ -471,7 +472,7 @@ def main() -> int:
             "memory_used_mib_at_start": _memory_used_mib(),
             "cpus": len(os.sched_getaffinity(0)),
             "python": sys.version.split()[0],
-            "ansible": _version(["ansible-playbook", "--version"]),
+            "ansible": _version([ansible_playbook(), "--version"]),
             "date": time.strftime("%Y-%m-%d"),
             "load_average_at_start": round(os.getloadavg()[0], 1),
             **machine_speed(),

@@ -149,6 +149,15 @@ control_path = %(directory)s/%%p
     return path
 
 
+def ansible_playbook() -> str:
+    """The `ansible-playbook` installed beside this python, else the one on PATH. Found
+    through PATH on a pyenv machine it is a shim (a shell script that re-resolves the
+    version on every run): start-up Ansible itself does not cost."""
+    return shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or (
+        "ansible-playbook"
+    )
+
+
 def run_ansible(bench: BenchHosts, count: int, warm: bool = False) -> ToolRun:
     """`ansible-playbook bench/ansible/deploy.yml` on the first ``count`` hosts.
 
@@ -170,7 +179,7 @@ def run_ansible(bench: BenchHosts, count: int, warm: bool = False) -> ToolRun:
         "service_start": bench.service_argv("start"),
     }
     argv = [
-        "ansible-playbook", "-i", str(bench.write_ansible_inventory(count)),
+        ansible_playbook(), "-i", str(bench.write_ansible_inventory(count)),
         "-e", json.dumps(extra), str(PLAYBOOK),
     ]  # fmt: skip
     timed = _timed(argv, env={"ANSIBLE_CONFIG": str(config)})
