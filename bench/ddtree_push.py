@@ -99,8 +99,8 @@ def profile_every_thread() -> list[cProfile.Profile]:
 def main() -> NoReturn:
     """The console script's run plus the hook. Nothing is imported before the CLI but what
     the console script's own stub imports (os, sys): the CLI turns the collector off for its
-    imports (cli/__init__.py), and modules loaded ahead of it would be built with it on, a
-    start-up the user never pays (~0.1 s measured, most of it `fleet.run` imported first)."""
+    imports (cli/__init__.py) and opens its first connections before it loads the pipeline
+    (fleet/ahead.py); modules the bench loaded ahead of it would change both."""
     stats_path, cli_args = Path(sys.argv[1]), sys.argv[2:]
     profile_path = os.environ.get(PROFILE_ENV)
     profiles = profile_every_thread() if profile_path else []
