@@ -40,6 +40,9 @@ class SSHTransport(Transport):
         self._stdout: paramiko.ChannelFile | None = None
         self._opening: threading.Thread | None = None  # a connect started ahead
         self._opening_error: Exception | None = None
+        self._opening_lock = threading.Lock()
+        self._opened_ahead = False  # the connect ahead has ended (either way)
+        self._abandoned = False  # closed while the connect ahead still ran
 
     def resolve(self) -> tuple[Hop, ...]:
         """The hops to this host from the inventory and ssh_config (no connection);
@@ -67,6 +70,10 @@ class SSHTransport(Transport):
             self._open_route()
         except Exception as exc:  # the host's first request raises it (see _await_opening)
             self._opening_error = exc
+        with self._opening_lock:
+            self._opened_ahead = True
+            if self._abandoned:  # nobody will use it: see close()
+                self._drop_route()
 
     def _await_opening(self) -> None:
         """Wait for a connect started ahead, if any; raise its error once."""
@@ -134,6 +141,13 @@ class SSHTransport(Transport):
         return out.decode(errors="replace"), err.decode(errors="replace"), exit_code
 
     def close(self) -> None:
+        """Close the route and the agent session. A connect still running ahead is not
+        waited for (an unreachable host can take its whole timeout; an interrupted command
+        must not): its thread closes what it opened when it ends."""
+        with self._opening_lock:
+            if self._opening is not None and not self._opened_ahead:
+                self._abandoned = True
+                return
         with contextlib.suppress(Exception):  # a connect that failed left nothing to close
             self._await_opening()
         if self._session is not None:

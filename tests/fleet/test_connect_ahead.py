@@ -4,8 +4,12 @@ host's own first request would have reported it. Real sshd hosts."""
 
 from __future__ import annotations
 
+import importlib.util
 import socket
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -119,3 +123,38 @@ def test_a_transport_opened_for_another_host_entry_is_closed_not_used(sandbox_fa
     reply = opened.call(_facts(host))  # the connection opened ahead serves the request
     assert reply.results[0].ok and opened.stats.connects == 1
     opened.close()
+
+
+def _delay_proxy():
+    """bench/latency_proxy.py's DelayProxy (a TCP proxy adding a round-trip time)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "latency_proxy.py"
+    spec = importlib.util.spec_from_file_location("bench_latency_proxy", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass reads its own module while it is built
+    spec.loader.exec_module(module)
+    return module.DelayProxy
+
+
+def test_closing_a_connection_still_opening_neither_waits_nor_leaks_it(sandbox_factory,
+                                                                     tmp_path):  # fmt: skip
+    """A command that stops (Ctrl-C, a refusal) while a connect ahead still runs must not
+    wait for it (an unreachable host takes its whole timeout); what the connect opens
+    once it ends is closed by its own thread."""
+    sandbox = sandbox_factory(1)
+    host = load_inventory(sandbox.inventory_path).hosts["host0"]
+    proxy = _delay_proxy()((host.address, host.port), 0.3).start()  # ~6 RTT: ~2 s to connect
+    key = sandbox.known_hosts.read_text().split(None, 1)[1]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{proxy.port} {key}")
+    slow = host.model_copy(
+        update={"address": "127.0.0.1", "port": proxy.port, "known_hosts": str(known)}
+    )
+    ahead.connect_ahead([slow])
+    transport = ahead.take(slow)
+    started = time.monotonic()
+    transport.close()
+    assert time.monotonic() - started < 0.2  # did not wait for the handshake
+    transport._opening.join(timeout=60)
+    assert transport.stats.connects == 1  # the connect went through...
+    assert transport._clients == []  # ...and its thread closed it, nobody being left to
+    proxy.stop()
