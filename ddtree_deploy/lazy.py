@@ -5,8 +5,8 @@ all: `inventory` needs `gate.settings`, and an eager `gate/__init__` would load 
 comparisons with it. Packages whose re-exports are heavy list them here instead, by home
 module; type checkers read the same names from an ``if TYPE_CHECKING:`` block beside the
 table (tests/test_lazy_exports.py checks that the two agree and that nothing loads early).
-Why it matters: the CLI opens its first hosts' connections while the modules it needs only
-after that still load (fleet/ahead.py), so what loads first is start-up on the
+Why it matters: the CLI opens its first hosts' connections before it loads the modules it
+needs only after that (fleet/ahead.py), so everything loaded before is start-up on the
 critical path.
 """
 

@@ -14,9 +14,9 @@ dicts, and there is no module-level console.
 Start-up. Importing this package loads only what parsing and checking the input needs (Typer,
 Rich's console, the inventory and patchset models); each command imports the pipeline, the
 fleet's runner and the report inside its body, after `rollout.connect_first_hosts` has
-started opening the connections of the hosts it starts first (fleet/ahead.py): the SSH
-handshakes (mostly waiting) overlap those imports (CPU). tests/cli/test_startup.py keeps
-it so; docs/benchmarks.md has the numbers.
+started opening the connections of the hosts it starts first (fleet/ahead.py), so the SSH
+handshakes (mostly waiting) overlap those imports (CPU); `--help` and refused input never
+load them. tests/cli/test_startup.py keeps it so; bench/NOTES.md has the numbers.
 
 Modules: `app` (root and mounting), `context` (shared options, RunContext), `command` (the
 decorators), `options` (options several commands take), `choice` (patchset per host),

@@ -1,6 +1,6 @@
 """Transports that run the agent on a host: SSH (Paramiko, our own hop chain) and local.
 
-`SSHTransport` is loaded on first use (PEP 562 `__getattr__`): Paramiko costs ~100 ms of
+`SSHTransport` is loaded on first use (`ddtree_deploy.lazy`): Paramiko costs ~100 ms of
 start-up, which `--help`, the local commands and local hosts never need. Before anything here
 imports Paramiko, Invoke (which Paramiko imports only for ssh_config's `Match exec`) becomes a
 stand-in imported on first use: half of Paramiko's import time (transport/deferred.py).
@@ -10,6 +10,7 @@ import sys
 import typing
 
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.lazy import lazy_exports
 from ddtree_deploy.transport import deferred as _deferred
 from ddtree_deploy.transport.base import Transport, TransportStats
 from ddtree_deploy.transport.fake import FakeTransport
@@ -31,13 +32,7 @@ def open_transport(host: Host) -> Transport:
     return SSHTransport(host)
 
 
-def __getattr__(name: str) -> typing.Any:
-    """`SSHTransport`, imported when first asked for (see the module docstring)."""
-    if name == "SSHTransport":
-        from ddtree_deploy.transport.ssh import SSHTransport
-
-        return SSHTransport
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"ssh": ("SSHTransport",)})
 
 
 __all__ = [
