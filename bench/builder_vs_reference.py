@@ -2,8 +2,9 @@
 
 Usage: python3 bench/builder_vs_reference.py [--repeats N] [--threads 1 2] [--budgets ...]
 [--json FILE]. For each torch thread count and budget, on the same CPU logits (L=15,
-V=151936, N(0, 4^2)), the calls take turns: ours (ddtree 1.1.11), the reference
-(bench/ddtree_reference.py), ddtree 1.0.0's builder, ours, ... so load drift hits all alike.
+V=151936, N(0, 4^2)), the calls take turns: ours (ddtree 1.1.12), the reference
+(bench/ddtree_reference.py), ddtree 1.0.0's builder, then the next round from the next one,
+so load drift and the order of the calls hit all alike.
 Prints one row per (threads, budget): medians in ms with min-max, the ratio ours / reference
 (medians; min-max over the per-round ratios) and met/missed against TARGET_RATIO. The load
 average is read before and after each row. `run()` returns the same as a dict.
@@ -32,7 +33,9 @@ VOCAB = 151_936
 BUDGETS = (16, 64, 256, 1024)
 THREADS = (1, 2)
 TARGET_RATIO = 0.8
-OURS = "1.1.11"  # the one-read builder (shared by 2.1.1); 1.0.0's (1.1.0, 2.0.0) is timed beside it
+# The one-read builder whose heap reads only what it pops (shared by 2.1.2); 1.0.0's (1.1.0,
+# 2.0.0) is timed beside it.
+OURS = "1.1.12"
 
 
 def spread(samples_ms: list[float]) -> dict[str, float]:
@@ -63,12 +66,20 @@ def time_row(
     budget: int,
     repeats: int,
 ) -> dict[str, list[float]]:
-    """Return ms per call for each builder, taking turns, after one warm-up call each."""
+    """Return ms per call for each builder, taking turns, after one warm-up call each.
+
+    Each round starts with the next builder (ours, ref, old; then ref, old, ours; ...): on
+    two torch threads the call that follows another builder's runs measurably slower or faster
+    than the one after it (its worker threads and caches as the previous call left them), so
+    a fixed order would favour one builder.
+    """
     for build in builders.values():
         build(logits, budget)
     samples: dict[str, list[float]] = {role: [] for role in builders}
-    for _ in range(repeats):
-        for role, build in builders.items():
+    order = list(builders.items())
+    for round_number in range(repeats):
+        start = round_number % len(order)
+        for role, build in order[start:] + order[:start]:
             started = time.perf_counter()
             build(logits, budget)
             samples[role].append((time.perf_counter() - started) * 1e3)

@@ -79,14 +79,14 @@ VARIANTS: dict[str, BrokenVariant] = {
 V2_WORKER = f"{SPECULATIVE}/ddtree_worker_v2.py"
 V2_VARIANTS: dict[str, BrokenVariant] = {
     "mask": BrokenVariant(
-        "2.1.1",
+        "2.9.1",
         V2_WORKER,
         "build_ddtree_custom_mask(step.layout.tree_mask,",
         "build_ddtree_custom_mask(torch.ones_like(step.layout.tree_mask).tril(),",
         "tree mask dropped: verify runs causal",
     ),
     "kv": BrokenVariant(
-        "2.1.2",
+        "2.9.2",
         V2_WORKER,
         "accepted = (local[:, 1:] >= 0).sum(dim=1)",
         "accepted = (local[:, 1:] >= 0).sum(dim=1) * 0",

@@ -1,12 +1,13 @@
 """The patchset's tree builders against the reference's algorithm, and the fast builders
-(1.1.9's, and 1.1.11's one-read builder) against 1.0.0's.
+(1.1.9's, 1.1.11's one-read builder and 1.1.12's, whose heap reads only what it pops) against
+1.0.0's.
 
 bench/ddtree_reference.py re-states liranringel/ddtree's `build_ddtree_tree` (topk,
 full-vocabulary logsumexp, heap over rank tuples, numpy visibility); the speed benchmark
 times it against ours, so these tests prove both build the same trees: 300 reference vectors
 of tie-free logits (290 small, 10 of the benchmark's shape). Then the fast builder's own
 parts: the logsumexp is torch.logsumexp's bit for bit (1.1.11's a chunk of rows at a time
-too), the CPU and device paths agree, 1.1.11's block gather finds what one compare pass
+too), the CPU and device paths agree, the one-read block gather finds what one compare pass
 finds, ties at the top-k's edge go to the lowest ids, and NaN/+inf are caught where no sample
 or block maximum sees them.
 """
@@ -27,7 +28,14 @@ REFERENCE = load_module("_bench_ddtree_reference", REPO / "bench" / "ddtree_refe
 OLD = load_module("_payload_ddtree_utils", utils_file(DDTREE / "1.0.0"))
 FAST = load_module("_payload119_ddtree_utils", utils_file(DDTREE / "1.1.9"))
 ONE_READ = load_module("_payload1111_ddtree_utils", utils_file(DDTREE / "1.1.11"))
-FAST_BUILDERS = pytest.mark.parametrize("fast", [FAST, ONE_READ], ids=["1.1.9", "1.1.11"])
+POPPED = load_module("_payload1112_ddtree_utils", utils_file(DDTREE / "1.1.12"))
+FAST_BUILDERS = pytest.mark.parametrize(
+    "fast", [FAST, ONE_READ, POPPED], ids=["1.1.9", "1.1.11", "1.1.12"]
+)
+# The one-read builders: 1.1.11's, and 1.1.12's (flat-index candidates, arrays for the heap).
+ONE_READ_BUILDERS = pytest.mark.parametrize(
+    "one_read", [ONE_READ, POPPED], ids=["1.1.11", "1.1.12"]
+)
 SMALL_SHAPES = [(1, 3), (2, 7), (3, 50), (5, 500), (8, 5000), (15, 64)]
 
 
@@ -72,7 +80,9 @@ def reference_vectors() -> list[tuple[torch.Tensor, int]]:
     return cases
 
 
-@pytest.mark.parametrize("ours", [OLD, FAST, ONE_READ], ids=["1.0.0", "1.1.9", "1.1.11"])
+@pytest.mark.parametrize(
+    "ours", [OLD, FAST, ONE_READ, POPPED], ids=["1.0.0", "1.1.9", "1.1.11", "1.1.12"]
+)
 def test_reference_vectors_give_the_reference_trees(ours: ModuleType) -> None:
     cases = reference_vectors()
     assert len(cases) == 300
@@ -120,10 +130,13 @@ def test_fast_builder_equals_old_with_inf_rows_and_threads(fast: ModuleType, thr
         torch.set_num_threads(before)
 
 
+@ONE_READ_BUILDERS
 @pytest.mark.parametrize("threads", [1, 2])
-def test_one_read_builder_breaks_ties_as_the_fast_builder(threads: int) -> None:
+def test_one_read_builder_breaks_ties_as_the_fast_builder(
+    one_read: ModuleType, threads: int
+) -> None:
     """On logits full of ties (rounded; -0.0 beside 0.0; at the top-k's edge too), 1.1.11
-    builds 1.1.9's tree exactly: equal log-probs in token id order. (1.0.0's topk picks
+    and 1.1.12 build 1.1.9's tree exactly: equal log-probs in token id order. (1.0.0's topk picks
     among ties at the edge in its own order, so it is left out here.)"""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -137,9 +150,31 @@ def test_one_read_builder_breaks_ties_as_the_fast_builder(threads: int) -> None:
                 logits[torch.rand(depths, vocab, generator=gen) < 0.3] = float("-inf")
             budget = int(torch.randint(0, 300, (1,), generator=gen))
             want = FAST.build_ddtree_tree_from_logits(logits, budget)
-            tree = ONE_READ.build_ddtree_tree_from_logits(logits, budget)
+            tree = one_read.build_ddtree_tree_from_logits(logits, budget)
             assert same_tree(tree, want), case
             assert torch.equal(tree.prefix_log_probs, want.prefix_log_probs), case
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_popped_builder_builds_the_one_read_trees(threads: int) -> None:
+    """1.1.12 changes only how the heap reads the top k (arrays and .item(), not lists) and how
+    the candidates are indexed (flat): on the benchmark's shape (L=15, V=151936) at its four
+    budgets and on a vocabulary with a tail (V mod block != 0), with dead rows, it builds
+    1.1.11's tree, prefix log-probs included."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(20 + threads)
+        for vocab in (151_936, 151_931):
+            logits = torch.randn(15, vocab, generator=gen) * 4.0
+            logits[12] = float("-inf")  # the trees stop at depth 12
+            for budget in (0, 1, 16, 64, 256, 1024):
+                want = ONE_READ.build_ddtree_tree_from_logits(logits, budget)
+                tree = POPPED.build_ddtree_tree_from_logits(logits, budget)
+                assert same_tree(tree, want), (vocab, budget)
+                assert torch.equal(tree.prefix_log_probs, want.prefix_log_probs), (vocab, budget)
     finally:
         torch.set_num_threads(before)
 
@@ -161,13 +196,14 @@ def test_log_norm_is_torch_logsumexp_bit_for_bit(fast: ModuleType) -> None:
             torch.set_num_threads(before)
 
 
+@ONE_READ_BUILDERS
 @pytest.mark.parametrize("threads", [1, 2])
 def test_chunked_logsumexp_is_torch_logsumexp_bit_for_bit(
-    threads: int, monkeypatch: pytest.MonkeyPatch
+    one_read: ModuleType, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """1.1.11's logsumexp, a chunk of rows at a time on one thread (chunks of 2 and 3 rows
+    """The one-read logsumexp, a chunk of rows at a time on one thread (chunks of 2 and 3 rows
     here), whole on two; its block maxima give each row's maximum, tails and dead rows too."""
-    monkeypatch.setattr(ONE_READ, "_CHUNK_BYTES", 1)  # two rows a chunk, three at the end
+    monkeypatch.setattr(one_read, "_CHUNK_BYTES", 1)  # two rows a chunk, three at the end
     gen = torch.Generator().manual_seed(6)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -177,8 +213,8 @@ def test_chunked_logsumexp_is_torch_logsumexp_bit_for_bit(
             logits[-1, ::2] = float("-inf")
             if depths > 2:
                 logits[1] = float("-inf")
-            block = ONE_READ._block_size(vocab, k)
-            maxima, log_norm = ONE_READ._scan_chunks(logits, block)
+            block = one_read._block_size(vocab, k)
+            maxima, log_norm = one_read._scan_chunks(logits, block)
             assert torch.equal(log_norm, torch.logsumexp(logits, -1, keepdim=True)), vocab
             if block:
                 blocks = logits[:, : maxima.shape[1] * block].reshape(depths, -1, block)
@@ -187,22 +223,24 @@ def test_chunked_logsumexp_is_torch_logsumexp_bit_for_bit(
         torch.set_num_threads(before)
 
 
+@ONE_READ_BUILDERS
 @pytest.mark.parametrize("share", [0, 10**9], ids=["blocks-read-alone", "one-compare"])
 def test_block_candidates_are_the_entries_that_reach_the_bound(
-    share: int, monkeypatch: pytest.MonkeyPatch
+    one_read: ModuleType, share: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """1.1.11 finds the entries at or above each row's bound (its k-th largest block maximum)
-    either way: reading the chosen blocks and the tail, or comparing every entry."""
-    monkeypatch.setattr(ONE_READ, "_GATHER_SHARE", share)
+    """1.1.11 and 1.1.12 find the entries at or above each row's bound (its k-th largest
+    block maximum) either way: reading the chosen blocks and the tail, or comparing every
+    entry."""
+    monkeypatch.setattr(one_read, "_GATHER_SHARE", share)
     gen = torch.Generator().manual_seed(7)
     for depths, vocab, k in [(3, 700, 1), (4, 40_001, 64), (2, 151_936, 300), (3, 9_999, 7)]:
         logits = (torch.randn(depths, vocab, generator=gen) * 2.0).round()  # ties
-        block = ONE_READ._block_size(vocab, k)
+        block = one_read._block_size(vocab, k)
         assert block, (vocab, k)
         maxima = logits[:, : vocab // block * block].reshape(depths, -1, block).amax(-1)
         bound = maxima.kthvalue(maxima.shape[1] - k + 1, -1, keepdim=True).values
         want = np.flatnonzero((logits >= bound).numpy())
-        found = ONE_READ._candidates(logits.numpy(), maxima.numpy(), block, k)
+        found = one_read._candidates(logits.numpy(), maxima.numpy(), block, k)
         assert np.array_equal(found, want), (vocab, k)
 
 
@@ -217,10 +255,11 @@ def test_device_path_matches_cpu_path() -> None:
         top_dev, ids_dev, norm_dev = FAST._top_log_probs_device(logits, k)
         assert torch.equal(top_cpu, top_dev) and torch.equal(norm_cpu, norm_dev)
         assert (ids_cpu == ids_dev).all(), k
-        top_cpu, ids_cpu, norm_cpu = ONE_READ._top_log_probs_cpu(logits, k)
-        top_dev, ids_dev, norm_dev = ONE_READ._top_log_probs_device(logits, k)
-        assert np.array_equal(top_cpu, top_dev) and torch.equal(norm_cpu, norm_dev)
-        assert np.array_equal(ids_cpu, ids_dev), k
+        for one_read in (ONE_READ, POPPED):
+            top_cpu, ids_cpu, norm_cpu = one_read._top_log_probs_cpu(logits, k)
+            top_dev, ids_dev, norm_dev = one_read._top_log_probs_device(logits, k)
+            assert np.array_equal(top_cpu, top_dev) and torch.equal(norm_cpu, norm_dev)
+            assert np.array_equal(ids_cpu, ids_dev), k
 
 
 @FAST_BUILDERS

@@ -16,12 +16,14 @@ import torch
 from tests.support import REPO, SMOKE_DIR, load_module, load_smoke_script, utils_file
 
 # Each shipped ddtree_utils.py: 1.0.0's (shared by 1.1.0 and 2.0.0), 1.1.9's faster builder
-# (shared by 1.1.10, 2.0.1 and 2.1.0) and 1.1.11's one-read builder (shared by 2.1.1). Every
-# test of the payload runs on each.
+# (shared by 1.1.10, 2.0.1 and 2.1.0), 1.1.11's one-read builder (shared by 2.1.1) and 1.1.12's,
+# whose heap reads only the entries it pops (shared by 2.1.2). Every test of the payload runs
+# on each.
 BUILDERS = {
     "1.0.0": "_payload_ddtree_utils",
     "1.1.9": "_payload119_ddtree_utils",
     "1.1.11": "_payload1111_ddtree_utils",
+    "1.1.12": "_payload1112_ddtree_utils",
 }
 SEED_LOGITS = [[5.0, 4.0, 1.0], [4.0, 2.0, 1.0]]
 

@@ -25,7 +25,7 @@ wu = load_module(
     "_payload110_ddtree_worker_utils",
     patchset_file(DDTREE_110, f"{PAYLOAD}/ddtree_worker_utils.py"),
 )
-# 1.1.9 and 1.1.11 ship the same worker files with faster tree builders: the simulated
+# 1.1.9, 1.1.11 and 1.1.12 ship the same worker files with faster tree builders: the simulated
 # verify step runs on every builder.
 BUILDERS = {
     "1.1.0": tree_utils,
@@ -36,6 +36,10 @@ BUILDERS = {
     "1.1.11": load_module(
         "_payload1111_ddtree_utils",
         patchset_file(REPO / "patchsets/ddtree/1.1.11", f"{PAYLOAD}/ddtree_utils.py"),
+    ),
+    "1.1.12": load_module(
+        "_payload1112_ddtree_utils",
+        patchset_file(REPO / "patchsets/ddtree/1.1.12", f"{PAYLOAD}/ddtree_utils.py"),
     ),
 }
 

@@ -31,9 +31,10 @@ UTILS_SHA = "c37bd7fd676e36e2eb117682a329d3583ee28e132792e00e701b63cd4e5cd83e"
 SPEC_INFO_SHA = "08d4b63afac3286307dacae29580e0a8a080b14f88ee99ee397184add81ba9b3"
 # ddtree_utils.py with the faster builder, shared by 1.1.9, 1.1.10, 2.0.1 and 2.1.0 (released
 # after the migration: their locks name this blob), and with the one-read builder, shared by
-# 1.1.11 and 2.1.1.
+# 1.1.11 and 2.1.1, and with the heap reading only what it pops, shared by 1.1.12 and 2.1.2.
 FAST_UTILS_SHA = "bb704d9b9baca2e746cac375baf20a2a90ff43e1f9eba9b8021eb80ebd2b7db7"
 ONE_READ_UTILS_SHA = "c455911741518f850e083eb66fa74dff83e1ef86cbbfd34601b90e0e7480f9c8"
+POPPED_UTILS_SHA = "d4067fb144d7c7c51d778a26e2caf48ad78e4b84d10fa3b1616d9d502e146834"
 # sha256 of each patchset.lock.json as it was before the migration into the store (commit
 # abe08d4): the migration moved sources, never a lock.
 LOCK_SHA256 = {
@@ -69,7 +70,8 @@ def test_each_shared_file_is_kept_once() -> None:
     and every version's ddtree_utils.py resolves to its builder's one blob."""
     versions = [
         load_patchset(DDTREE / v)
-        for v in (*LOCK_SHA256, "1.1.9", "1.1.10", "1.1.11", "2.0.1", "2.1.0", "2.1.1")
+        for v in (*LOCK_SHA256, "1.1.9", "1.1.10", "1.1.11", "1.1.12")
+        + ("2.0.1", "2.1.0", "2.1.1", "2.1.2")
     ]
     assert plan_dedupe(versions).moves == ()
     assert {patchset_file(DDTREE / v) for v in LOCK_SHA256} == {
@@ -81,6 +83,9 @@ def test_each_shared_file_is_kept_once() -> None:
     }
     assert {patchset_file(DDTREE / v) for v in ("1.1.11", "2.1.1")} == {
         blob_path(DDTREE / "1.0.0", ONE_READ_UTILS_SHA)
+    }
+    assert {patchset_file(DDTREE / v) for v in ("1.1.12", "2.1.2")} == {
+        blob_path(DDTREE / "1.0.0", POPPED_UTILS_SHA)
     }
 
 

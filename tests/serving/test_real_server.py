@@ -72,10 +72,10 @@ def test_pristine_dflash_passes_the_same_lossless_gate(serving):
         # hosts in test_gate.py's first test, with these checks at the patchset's budget (8)
         pytest.param("1.1.0", 4, marks=pytest.mark.serving_full),
         pytest.param("1.1.0", 16, marks=pytest.mark.serving_full),
-        # the newest 0.5.13.post1 line: 1.1.10's worker with 1.1.11's one-read tree builder
-        pytest.param("1.1.11", 4, marks=pytest.mark.serving_full),
+        # the newest 0.5.13.post1 line: 1.1.10's worker with 1.1.12's one-read tree builder
+        pytest.param("1.1.12", 4, marks=pytest.mark.serving_full),
     ],
-    ids=["4", "16", "1.1.11-4"],
+    ids=["4", "16", "1.1.12-4"],
 )
 def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving, version, budget):
     """Pristine DFLASH -> push ddtree 1.1.0 (or a newer 1.1.x) -> DDTREE (lossless, budget

@@ -22,6 +22,7 @@ from ddtree_sandbox.hosts import SERVICE_PORT
 from ddtree_sandbox.inventory_file import render_toml
 from tests.serving.serving import checks, get_json, listener_cmdline, server_suites, summary
 from tests.serving.test_real_server import accept_length
+from tests.support import REPO, copy_patchset
 
 pytestmark = pytest.mark.hosts
 
@@ -120,6 +121,35 @@ def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(s
     assert sampled["meta_info"]["completion_tokens"] >= 1, sampled
     assert get_json(serving_v2.host("host0"), "/server_info")["speculative_algorithm"] == "DDTREE"
 
+    back = serving_v2.cli("rollback", "--all", "--json")
+    assert back.returncode == 0, back.stderr[-3000:]
+    for host in serving_v2.sandbox.hosts:
+        assert_pristine(serving_v2, host.name)
+
+
+@pytest.mark.serving_full
+def test_push_212_newest_builder_serves_losslessly_then_rollback(serving_v2):
+    """ddtree 2.1.2, the newest 0.5.23 line (2.1.1 with 1.1.12's tree builder, whose heap
+    reads only the entries it pops), on the same REAL servers: lossless one at a time and 8 in
+    flight, fewer verify steps than DFLASH, whole paths accepted on the control target, then a
+    rollback to DFLASH byte for byte."""
+    version = "2.1.2"
+    copy_patchset(
+        REPO / "patchsets" / "ddtree" / version, serving_v2.patchsets / "ddtree" / version
+    )
+    pushed = serving_v2.cli("push", "--all", "-p", f"ddtree@{version}", "--json")
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    suites = server_suites(pushed.stdout)
+    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
+    for name, suite in suites.items():
+        found = checks(suite)
+        assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
+        assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0]
+        info = get_json(serving_v2.host(name), "/server_info")
+        assert info["speculative_algorithm"] == "DDTREE", info
+    ddtree = accept_length(checks(suites["host0"])["acceptance"])
+    assert ddtree > serving_v2.dflash_accept["host0"], (ddtree, serving_v2.dflash_accept)
+    assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
     back = serving_v2.cli("rollback", "--all", "--json")
     assert back.returncode == 0, back.stderr[-3000:]
     for host in serving_v2.sandbox.hosts:
