@@ -99,9 +99,10 @@ def _ansible_why(results: dict, rtt: str) -> str:
         text += (
             f" with {ours_cpu['median_s']:.2f} CPU s on the controller, Ansible "
             f"{theirs['median_s']:.2f} s with {theirs_cpu['median_s']:.2f} s "
-            f"({cpu_ratio:.1f}× ours): the rest of both walls is the hosts' own work, the "
-            "same commands for each tool, which pulls the ratio under the controllers' "
-            f"when {rtt} ms of latency leaves little to hide"
+            f"({cpu_ratio:.1f}× ours): each wall also holds the time its controller waits "
+            "on the hosts (sshd, their python, the service's stop/start/status, the same "
+            f"commands for both tools), which {rtt} ms of latency does not hide and which "
+            "shrinks less than the controller's CPU"
         )
     phases = (results.get("profile") or {}).get("phases") or {}
     if rtt != TARGET_RTT_MS:  # the profile ran at the target RTT only
