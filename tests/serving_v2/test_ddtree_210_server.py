@@ -63,6 +63,24 @@ def assert_pristine(serving_v2, name: str) -> None:
     assert get_json(host, "/server_info")["speculative_algorithm"] == "DFLASH"
 
 
+def push_serves_losslessly(serving_v2, version: str) -> dict:
+    """Push ddtree@`version` to both hosts and check what every ddtree push here must show:
+    the server gate's lossless checks passed on each host (8/8 in flight), DDTREE served at
+    budget 8. Returns the server suites by host."""
+    pushed = serving_v2.cli("push", "--all", "-p", f"ddtree@{version}", "--json")
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    suites = server_suites(pushed.stdout)
+    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
+    for name, suite in suites.items():
+        found = checks(suite)
+        assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
+        assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0]
+        info = get_json(serving_v2.host(name), "/server_info")
+        assert info["speculative_algorithm"] == "DDTREE", info
+        assert info["speculative_ddtree_budget"] == 8, info
+    return suites
+
+
 def test_pristine_0523_hosts_serve_dflash_v2_with_overlap_and_pass_the_gate(serving_v2):
     for host in serving_v2.sandbox.hosts:
         cmdline = listener_cmdline(host.address, SERVICE_PORT)
@@ -86,18 +104,9 @@ def test_push_210_serves_ddtree_trees_losslessly_then_rollback_restores_dflash(s
     slots on a 4-token draft block), overlap on, lossless one at a time and 8 in flight, fewer
     verify steps than DFLASH on the target, whole paths accepted on the control target ->
     rollback -> DFLASH with its old flags, byte for byte."""
-    pushed = serving_v2.cli("push", "--all", "-p", "ddtree@2.1.0", "--json")
-    assert pushed.returncode == 0, pushed.stderr[-4000:]
-    suites = server_suites(pushed.stdout)
-    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
-    for name, suite in suites.items():
-        found = checks(suite)
-        assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
-        assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0]
+    suites = push_serves_losslessly(serving_v2, "2.1.0")
+    for name in suites:
         host = serving_v2.host(name)
-        info = get_json(host, "/server_info")
-        assert info["speculative_algorithm"] == "DDTREE"
-        assert info["speculative_ddtree_budget"] == 8
         assert "--disable-overlap-schedule" not in listener_cmdline(host.address, SERVICE_PORT)
         line = "DDTREE: draft block 4, tree budget 8, verify width 9 (DFlashWorkerV2, "
         log = server_log(serving_v2, name)
@@ -137,16 +146,7 @@ def test_push_212_newest_builder_serves_losslessly_then_rollback(serving_v2):
     copy_patchset(
         REPO / "patchsets" / "ddtree" / version, serving_v2.patchsets / "ddtree" / version
     )
-    pushed = serving_v2.cli("push", "--all", "-p", f"ddtree@{version}", "--json")
-    assert pushed.returncode == 0, pushed.stderr[-4000:]
-    suites = server_suites(pushed.stdout)
-    assert set(suites) == {"host0", "host1"}, pushed.stdout[-3000:]
-    for name, suite in suites.items():
-        found = checks(suite)
-        assert all(found[c]["passed"] for c in LOSSLESS), (name, found)
-        assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0]
-        info = get_json(serving_v2.host(name), "/server_info")
-        assert info["speculative_algorithm"] == "DDTREE", info
+    suites = push_serves_losslessly(serving_v2, version)
     ddtree = accept_length(checks(suites["host0"])["acceptance"])
     assert ddtree > serving_v2.dflash_accept["host0"], (ddtree, serving_v2.dflash_accept)
     assert accept_length(checks(suites["host1"])["acceptance"]) >= 3.0
