@@ -6,7 +6,8 @@ sandbox hosts need it). Scenarios: A (4 hosts: ddtree-deploy vs Ansible vs Fabri
 RTT), A+ (with the import smoke, vs its compute floor), B (1/4/16/64 hosts), C (rollback
 after a failed health gate), D (re-push, no changes), I (the `imports` suite vs one process
 importing every patched module), profile, builder (bench/bench_ddtree_builder.py) and
-builder-ref (the builder vs the reference's algorithm, when that bench module exists).
+builder-ref (the builder vs the reference's algorithm, when that bench module exists;
+`--builder-ref-rounds`, 201). Only the host scenarios start the sandbox hosts.
 
 Every comparison is interleaved: each run takes every contender once, back to back (ours,
 Ansible, ours, Ansible, …), so load drift on a shared machine hits both alike; ratios are
