@@ -88,8 +88,9 @@ def ansible_rows(results: dict) -> list[TargetRow]:
 
 def _ansible_why(results: dict, rtt: str) -> str:
     """Where our time goes at `rtt` ms: wall and controller CPU of both tools (medians), and
-    the profile's phases when it ran. With little latency to hide, the ratio falls toward the
-    two controllers' CPU ratio plus the hosts' work, which both tools pay alike."""
+    the profile's phases when it ran at this RTT. Each wall holds its controller's CPU and its
+    wait on the hosts; that wait shrinks less than the CPU, so the wall ratio stays under the
+    controllers' CPU ratio."""
     runs = (results.get("A") or {}).get(rtt) or {}
     ours, theirs = runs.get(DDTREE_A) or {}, runs.get(ANSIBLE_COLD) or {}
     text = f"ours {ours.get('median_s', 0):.2f} s"

@@ -34,7 +34,7 @@ SPEC_INFO_SHA = "08d4b63afac3286307dacae29580e0a8a080b14f88ee99ee397184add81ba9b
 # 1.1.11 and 2.1.1, and with the heap reading only what it pops, shared by 1.1.12 and 2.1.2.
 FAST_UTILS_SHA = "bb704d9b9baca2e746cac375baf20a2a90ff43e1f9eba9b8021eb80ebd2b7db7"
 ONE_READ_UTILS_SHA = "c455911741518f850e083eb66fa74dff83e1ef86cbbfd34601b90e0e7480f9c8"
-POPPED_UTILS_SHA = "d4067fb144d7c7c51d778a26e2caf48ad78e4b84d10fa3b1616d9d502e146834"
+POPPED_UTILS_SHA = "86c9d1dbc534218a221db5aa9032fc63e26104668609394ba3085e4333c731e9"
 # sha256 of each patchset.lock.json as it was before the migration into the store (commit
 # abe08d4): the migration moved sources, never a lock.
 LOCK_SHA256 = {
