@@ -20,23 +20,29 @@ R = TypeVar("R", bound=wire.Record)
 
 # The first stage, run by `python -c`: read one stdin line (the zlib'd JSON bundle,
 # {"ddtree_agent.<module>": source}) and serve those modules to `import` from memory, under
-# file names like ddtree_agent/ops_files.py, with their source for tracebacks. The leading
-# comment names the process for `ps` (the sandbox tests find agents by it).
+# file names like ddtree_agent/ops_files.py, with their source for tracebacks. A module runs
+# the loader's code object for it (L.C, filled by codecache from the user's cache) or else
+# is compiled from its source. The leading comment names the process for `ps` (the sandbox
+# tests find agents by it).
 BOOTSTRAP_IMPORTER = """# ddtree-agent
 import sys,json,zlib,base64,importlib.util as u
 S=json.loads(zlib.decompress(base64.b64decode(sys.stdin.readline())))
 class L:
+ C={}
  def find_spec(s,n,p=None,t=None):
   if n=='ddtree_agent' or n in S:return u.spec_from_loader(n,s,is_package=n not in S)
  def create_module(s,spec):return None
  def exec_module(s,m):
   n=m.__name__;m.__file__=n.replace('.','/')+('.py' if n in S else '/__init__.py')
-  if n in S:exec(compile(S[n],m.__file__,'exec'),m.__dict__)
-  else:m.SOURCES=S
+  if n in S:exec(s.C.get(n) or compile(S[n],m.__file__,'exec'),m.__dict__)
+  else:m.SOURCES=S;m.LOADER=s
  def get_source(s,n):return S.get(n,'')
 sys.meta_path.insert(0,L())
 """
-_BOOTSTRAP = BOOTSTRAP_IMPORTER + "import ddtree_agent.main as m;m.main()\n"
+_BOOTSTRAP = (
+    BOOTSTRAP_IMPORTER
+    + "import ddtree_agent.codecache as c;c.use_cache();import ddtree_agent.main as m;m.main()\n"
+)
 
 
 @cache

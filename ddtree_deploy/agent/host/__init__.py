@@ -20,6 +20,8 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     ops_smoke.py     smoke (the suite scripts)
     ops_service_state.py  services: each service's state now (status)
     service_watch.py the start-up watchdog's log reader; leftovers of a stopped server
+    health_probe.py  one GET of a health URL, answered by its status code (no urllib)
     ops_capture.py   edits: the package's files that differ from its RECORD, and their bytes
     main.py          OPS table, flock, handle/run_ops, the stdin loop
+    codecache.py     the compiled bundle kept in the user's cache dir (the bootstrap's loader)
 """

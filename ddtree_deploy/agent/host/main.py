@@ -54,7 +54,7 @@ OPS = {
     "edits": _op("ops_capture", "op_edits"),
 }
 # What a push's later requests import, loaded while the agent waits for them (see main).
-WARM_MODULES = (".ops_files", ".ops_service", ".ops_smoke", "urllib.request")
+WARM_MODULES = (".ops_files", ".ops_service", ".ops_smoke")
 
 # A request of only these ops (a preflight) waits a short while for the state dir's flock
 # and then runs anyway: facts and check_plan only read, and lock_acquire creates the lock

@@ -4,6 +4,7 @@ import subprocess
 import time
 
 from .api_key import read_api_key, redact
+from .health_probe import get_status
 from .service_systemd import add_restarts, start_marker, unit_watch
 from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
@@ -168,15 +169,12 @@ def op_health(ctx, args):
     Raises OpFailed(unhealthy) after ready_timeout_s seconds, as soon as a fail pattern
     matches, as soon as a `command` service's status says it stopped, or as soon as a
     systemd unit is failed/inactive or its NRestarts grew since the restart (a restart
-    loop; asked at most every UNIT_CHECK_S). The probe ignores http_proxy (a local URL).
+    loop; asked at most every UNIT_CHECK_S). The probe (health_probe.get_status) uses no
+    proxy (a local URL) and follows no redirect.
     """
-    import urllib.error  # here, not at the top: it costs tens of ms on every other request
-    import urllib.request
-
     service = args.service
     if service.kind == "none" and not args.force:
         return {"skipped": True}
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     offset, started, marker = _start_markers(ctx).get(service.name) or (
         log_size(service.log_file),
         time.monotonic(),
@@ -193,16 +191,15 @@ def op_health(ctx, args):
     while True:
         polls += 1
         try:
-            with opener.open(service.health_url, timeout=HEALTH_REQUEST_TIMEOUT_S) as resp:
-                if resp.status == 200:
-                    watch.poll()
-                    answer = {"healthy": True, "polls": polls, "progress": watch.progress}
-                    return dict(answer, service=service.name)
-                last = "HTTP %s" % resp.status
-        except urllib.error.HTTPError as exc:
-            last = "HTTP %s" % exc.code
+            status = get_status(service.health_url, HEALTH_REQUEST_TIMEOUT_S)
         except (OSError, ValueError) as exc:
-            last = str(getattr(exc, "reason", exc))
+            last = str(exc)
+        else:
+            if status == 200:
+                watch.poll()
+                answer = {"healthy": True, "polls": polls, "progress": watch.progress}
+                return dict(answer, service=service.name)
+            last = "HTTP %s" % status
         failed = watch.poll()
         waited = "after %.1fs" % (time.monotonic() - started)
         if failed is not None:

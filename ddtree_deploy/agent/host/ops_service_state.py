@@ -1,6 +1,7 @@
 """The services op: what each of the host's services is doing now, for `status` (read-only:
 it runs the status command or `systemctl is-active`, and asks the health URL once)."""
 
+from .health_probe import get_status
 from .ops_service import run_argv
 
 STATE_TIMEOUT_S = 10  # status command and health probe: `status` must not hang on one service
@@ -34,14 +35,7 @@ def _state(service):
 
 def _probe(url):
     """What `url` answers to one GET now (no proxy: it is the host's own server)."""
-    import urllib.error  # here: only `status` pays for it
-    import urllib.request
-
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(url, timeout=STATE_TIMEOUT_S) as resp:
-            return "HTTP %s" % resp.status
-    except urllib.error.HTTPError as exc:
-        return "HTTP %s" % exc.code
+        return "HTTP %s" % get_status(url, STATE_TIMEOUT_S)
     except (OSError, ValueError) as exc:
-        return "no answer: %s" % (getattr(exc, "reason", None) or exc)
+        return "no answer: %s" % (exc,)
