@@ -3,10 +3,11 @@ and the services op (`status`) ask, from the host, of the host's own server.
 
 Deliberately not urllib.request: importing it (http.client, email, ssl, tempfile) cost
 ≈ 25 ms of CPU in every agent on every push (bench/NOTES.md, "session 10"), more than a
-health wait on a server that is already up. An http:// URL is asked over a bare socket
-(HTTP/1.0, one status line read); https:// goes through http.client, imported only then.
-No proxy is used (the server is the host's own), and a redirect is not followed: a 3xx
-comes back as that status, like any other answer that is not 200.
+health wait on a server that is already up. An http:// URL is asked over a bare socket (an
+HTTP/1.1 GET with `Connection: close`, one status line read); https:// goes through
+http.client, imported only then. No proxy is used (the server is the host's own), and a
+redirect is not followed: a 3xx comes back as that status, like any other answer that is
+not 200.
 """
 
 import socket
@@ -27,7 +28,7 @@ def get_status(url, timeout_s):
     if parts.scheme == "https":
         return _https_status(host, port, target, timeout_s)
     authority = parts.netloc.rpartition("@")[2]  # the Host header carries no user info
-    request = "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, authority)
+    request = "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, authority)
     with socket.create_connection((host, port or 80), timeout=timeout_s) as sock:
         sock.sendall(request.encode("ascii"))  # UnicodeEncodeError is a ValueError
         with sock.makefile("rb") as answer:
