@@ -140,8 +140,8 @@ def render_b(b: dict, rtt_ms: object) -> list[str]:
         "proxies' threads (the bench process). Rest: the machine's busy CPU minus both: the",
         "sandbox hosts' sshd, agents and service commands, plus other sessions' work.",
         "`bench/host_cpu.py` splits the rest by process (BSD process accounting): per host",
-        "the agent ≈ 0.3 s, the service's stop/start/status ≈ 0.1 s, sshd ≈ 0.02 s (bench/NOTES.md,",
-        "session 10).",
+        "the agent ≈ 0.3 s, the service's stop/start/status ≈ 0.1 s, sshd ≈ 0.02 s",
+        "(bench/NOTES.md, session 10).",
         "",
         "| hosts | median s | min s | max s | runs | × 1 host (paired) | controller CPU s/host"
         " | proxies CPU s/host | rest CPU s/host | load 1m |",
