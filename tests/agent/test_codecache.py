@@ -123,3 +123,13 @@ def test_the_oldest_host_python_keeps_its_own_compiled_bundle(cache_home, oldest
         assert oldest_host.call(("facts", {})).ok
     stored = list((cache_home / "ddtree-deploy" / "agent").glob("*.code"))
     assert len(stored) == 1 and stored[0] != cache_file(cache_home)
+
+
+def test_a_cache_entry_that_cannot_be_read_is_compiled_over(tmp_path, cache_home):
+    """A dir where the file should be opens but does not read: the agent still answers."""
+    path = cache_file(cache_home)
+    path.mkdir(parents=True, mode=0o700)
+    path.parent.chmod(0o700)
+    assert facts_user(tmp_path) != PLANTED_USER
+    loader = type("Loader", (), {})()
+    assert codecache.use_cache(loader, bundle()) == "miss" and set(loader.C) == set(bundle())

@@ -39,7 +39,10 @@ def use_cache(loader=None, sources=None):
         return "off"
     name = bundle_key(sources) + SUFFIX
     directory = cache_dir()
-    codes = read_codes(directory, name, sources) if directory else None
+    try:
+        codes = read_codes(directory, name, sources) if directory else None
+    except Exception:  # noqa: BLE001 (a cache only saves time: any failure means compiling)
+        codes = None
     state = "hit"
     if codes is None:
         codes = compile_bundle(sources)
