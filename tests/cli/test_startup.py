@@ -91,6 +91,25 @@ def test_a_command_that_ran_did_load_them(tmp_path):
     assert set(AFTER_CONNECTING) <= loaded
 
 
+def test_a_command_that_ran_loaded_no_asyncio(tmp_path):
+    """Nothing a host command runs uses asyncio, and importing it cost ≈ 0.1 s of every
+    start (typing-extensions before 4.16 imported it when pydantic-core marked a function
+    deprecated)."""
+    inventory = tmp_path / "inventory.toml"
+    inventory.write_text(
+        '[hosts.dead]\naddress = "127.0.0.1"\nport = 1\nknown_hosts = "/dev/null"\n'
+    )
+    loaded = modules_loaded("plan", "-i", str(inventory), "--all", "-p", "ddtree@1.0.0")
+    assert set(AFTER_CONNECTING) <= loaded and "asyncio" not in loaded
+
+
+def test_the_probe_sees_asyncio_when_something_loads_it(tmp_path, monkeypatch):
+    """Control for the test above: a sitecustomize that imports asyncio shows in the probe."""
+    (tmp_path / "sitecustomize.py").write_text("import asyncio\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert "asyncio" in modules_loaded("--help")
+
+
 def test_the_deferred_modules_still_load_where_they_are_needed():
     """Negative control: the same probe sees them once a command asks for them."""
     loaded = modules_loaded("patchset", "diff", "ddtree@1.0.0", "ddtree@1.1.0")
