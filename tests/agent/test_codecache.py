@@ -112,6 +112,19 @@ def test_another_bundle_or_python_has_another_key_and_the_oldest_are_pruned(tmp_
     assert kept == sorted(["new.code", *names[: codecache.KEEP - 1]])
 
 
+def test_a_dead_writers_temp_file_goes_even_when_few_bundles_are_kept(tmp_path):
+    """Only a temp file older than STALE_TMP_S goes: a live writer's stays."""
+    directory = tmp_path / "agent"
+    codes = codecache.compile_bundle({"ddtree_agent.pure": bundle()["ddtree_agent.pure"]})
+    assert codecache.write_codes(str(directory), "old.code", codes)
+    (directory / "dead.1.tmp").write_bytes(b"")
+    os.utime(directory / "dead.1.tmp", (1, 1))
+    (directory / "live.2.tmp").write_bytes(b"")
+    assert codecache.write_codes(str(directory), "new.code", codes)
+    kept = sorted(p.name for p in directory.iterdir())
+    assert kept == ["live.2.tmp", "new.code", "old.code"]
+
+
 def test_use_cache_without_a_bundle_is_off():
     assert codecache.use_cache() == "off"  # imported from the source tree: nothing to do
 

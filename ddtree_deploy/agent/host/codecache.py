@@ -171,17 +171,18 @@ def write_codes(directory, name, codes):
 def _prune(dir_fd, current):
     """Remove all but the KEEP newest bundles (never `current`), and the temp files of
     writers that died more than STALE_TMP_S ago."""
-    now, bundles = time.time(), []
+    now, bundles, doomed = time.time(), [], []
     for entry in os.listdir(dir_fd):
         try:
             st = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
             continue
         if entry.endswith(".tmp") and now - st.st_mtime > STALE_TMP_S:
-            bundles.append((0.0, entry))  # oldest of all: removed below
+            doomed.append(entry)
         elif entry.endswith(SUFFIX) and entry != current:
             bundles.append((st.st_mtime, entry))
-    for _mtime, entry in sorted(bundles, reverse=True)[KEEP - 1 :]:
+    doomed += [entry for _mtime, entry in sorted(bundles, reverse=True)[KEEP - 1 :]]
+    for entry in doomed:
         try:
             os.unlink(entry, dir_fd=dir_fd)
         except OSError:
