@@ -53,6 +53,8 @@ METHOD = """\
 - **Interleaving**: every comparison takes each contender once per run, back to back
   (ours, Ansible cold, Ansible warm, …; 1, 4, 16, 64 hosts; floor, suite), so a change of
   load hits both; ratios are per run (paired) and their median with min–max is reported.
+  In scenario A, at each RTT, Ansible (warm masters up) and ddtree-deploy each run once
+  untimed first, so no timed run pays the hosts' cold caches.
   Each run records the 1-minute load average (`os.getloadavg`) when it started and the
   tool's CPU seconds (`RUSAGE_CHILDREN` delta around its process: the controller; for
   Ansible its ssh clients too). Hosts' own CPU (scaling) is the sshd process trees' CPU.
