@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +54,7 @@ def read_facts(
         return facts
     serve = describe_serve_fact(facts.serve) if facts.serve else None
     return HostFacts(
-        facts=dataclasses.replace(facts, serve=None),
+        facts=facts.replace(serve=None),
         serve=serve,
         also=tuple(response.results[1:]),
     )

@@ -5,8 +5,6 @@ tests/faults/test_container_watchdog.py."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from ddtree_deploy.agent.host.wire_container import (
@@ -27,12 +25,12 @@ STARTED = ContainerFacts(
     ("now", "said"),
     [
         (None, "container 'sg0' is gone, 3.2s after the restart"),
-        (dataclasses.replace(STARTED, id="b" * 64), "was recreated (id bbbbbbbbbbbb)"),
-        (dataclasses.replace(STARTED, running=False, pid=None, exit_code=137),
+        (STARTED.replace(id="b" * 64), "was recreated (id bbbbbbbbbbbb)"),
+        (STARTED.replace(running=False, pid=None, exit_code=137),
          "container 'sg0' exited while starting (exit code 137), 3.2s after the restart"),
-        (dataclasses.replace(STARTED, restart_count=2),
+        (STARTED.replace(restart_count=2),
          "restarted by its restart policy while starting (a crash: RestartCount 0 -> 2)"),
-        (dataclasses.replace(STARTED, pid=200, started_at="2026-12-01T10:00:04Z"),
+        (STARTED.replace(pid=200, started_at="2026-12-01T10:00:04Z"),
          "restarted by its restart policy"),  # podman without a count: a new start
     ],
 )  # fmt: skip
@@ -43,7 +41,7 @@ def test_a_container_that_stopped_or_restarted_is_named(now, said):
 
 def test_a_container_still_running_as_started_is_no_verdict():
     """The control: the agent died of something else (a lost agent, not a crash)."""
-    assert died_while_starting(STARTED, dataclasses.replace(STARTED), 3.2) is None
+    assert died_while_starting(STARTED, STARTED.replace(), 3.2) is None
 
 
 def test_inspect_reads_the_restart_count_and_the_exit_code_of_a_stopped_container():

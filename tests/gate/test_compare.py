@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from ddtree_deploy.agent.host.wire_results import GateMeasurement, LoadStats, ReplayStats
@@ -490,12 +488,12 @@ def test_gate_check_to_dict():
 
 
 def test_replays_of_other_prompts_or_lengths_cannot_be_compared():
-    base = dataclasses.replace(measured(), prompts=[{"text": "a"}], max_new_tokens=32)
-    same = compare(base, dataclasses.replace(base), Thresholds())
+    base = measured().replace(prompts=[{"text": "a"}], max_new_tokens=32)
+    same = compare(base, base.replace(), Thresholds())
     assert "same_replay" not in [c.name for c in same]
     for other in ({"prompts": [{"text": "b"}]}, {"max_new_tokens": 64}):
-        checks = compare(base, dataclasses.replace(base, **other), Thresholds())
+        checks = compare(base, base.replace(**other), Thresholds())
         assert checks[0].name == "same_replay" and not checks[0].passed
         assert "cannot be compared" in checks[0].detail
-    unrecorded = dataclasses.replace(base, prompts=[])  # an older measurement: comparable
+    unrecorded = base.replace(prompts=[])  # an older measurement: comparable
     assert "same_replay" not in [c.name for c in compare(unrecorded, base, Thresholds())]

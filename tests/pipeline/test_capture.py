@@ -5,7 +5,6 @@ every refusal is one PatchsetError naming the host."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 
 import pytest
 
@@ -86,7 +85,7 @@ def test_bytes_must_hash_as_the_host_said():
 
 
 def test_an_answer_about_another_version_is_refused():
-    found = dataclasses.replace(found_one(b"x\n", sha(b"x\n")), package_version="0.9")
+    found = found_one(b"x\n", sha(b"x\n")).replace(package_version="0.9")
     with pytest.raises(PatchsetError, match=f"h: installed {PACKAGE} is 0.9"):
         capture_from_edits("h", TARGET, found)
 

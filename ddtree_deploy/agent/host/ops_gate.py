@@ -3,7 +3,6 @@ optional sustained load with health polls, /metrics before and after) and return
 GateMeasurement. It only measures; the controller compares and decides.
 """
 
-import dataclasses
 import functools
 import json
 import os
@@ -36,7 +35,7 @@ def op_gate_measure(ctx, args):
         stored_args = {"prompts": stored.get("prompts") or []}
         if stored.get("max_new_tokens"):
             stored_args["max_new_tokens"] = stored["max_new_tokens"]
-        args = dataclasses.replace(args, **stored_args)
+        args = args.replace(**stored_args)
     _check_args(args)
     api_key, key_error = read_api_key(args.api_key_file, args.api_key_env)
     if key_error:
@@ -86,7 +85,7 @@ def op_gate_measure(ctx, args):
         except OSError as exc:  # the measurement still comes back, as the failure's data
             message = "gate_measure save_as: cannot write %s: %s" % (save_path, exc)
             raise OpFailed(Code.STATE_DIR_UNWRITABLE, message, measurement.to_dict()) from None
-    return dataclasses.replace(measurement, stored=stored)
+    return measurement.replace(stored=stored)
 
 
 def _check_args(args):

@@ -222,11 +222,16 @@ def _orphans():
     sglang::data_parallel_controller, a python too). When that died, the kernel handed them
     to init or a subreaper (a container's init, systemd): not a python interpreter.
     """
-    uid, pids = os.getuid(), []
+    uid, pids, title = os.getuid(), [], ORPHAN_TITLE.encode()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
+            # The title first: one read rules out almost every process (a GPU host runs
+            # hundreds), before the owner and parent are looked up.
+            with open("/proc/%s/cmdline" % name, "rb") as fh:
+                if fh.read(len(title)) != title:
+                    continue
             if os.stat("/proc/" + name).st_uid != uid:
                 continue
             with open("/proc/%s/stat" % name) as fh:
@@ -234,7 +239,7 @@ def _orphans():
         except (OSError, ValueError, IndexError):
             continue
         pid = int(name)
-        if _cmdline(pid).startswith(ORPHAN_TITLE) and not _is_python(ppid):
+        if not _is_python(ppid):
             pids.append(pid)
     return pids
 

@@ -11,13 +11,12 @@ A result is one of three things:
   rest of a chain the same way, without calling it an error.
 - failed: the op could not do its work; later ops are skipped; `code` says why.
 
-Every op's arguments are one dataclass below (`OP_ARGS` maps the op name to it), and the
+Every op's arguments are one record below (`OP_ARGS` maps the op name to it), and the
 results the controller reads as data have one too (`wire_results.py`). `from_dict` is
 strict: an unknown or missing key is a `WireError` naming the op and the key.
 """
 
 import base64
-import dataclasses
 import hashlib
 import json
 import os
@@ -25,9 +24,11 @@ import zlib
 from enum import Enum
 from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
-# Re-exported (`X as X`): Record and WireError are part of this protocol.
 from .record import Record as Record
 from .record import WireError as WireError
+
+# Re-exported (`X as X`): Record and WireError are part of this protocol.
+from .record import field
 from .wire_capture import EditsArgs as EditsArgs
 from .wire_service import GateArgs as GateArgs
 from .wire_service import HealthArgs as HealthArgs
@@ -126,7 +127,6 @@ def pack_bundle(sources: Dict[str, str]) -> bytes:
 # --- op arguments ---------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
 class FileSpec(Record):
     """One patchset file: where it goes (relative to the package root: site-packages for a
     wheel, the source tree for an editable install) and its sha256s.
@@ -144,7 +144,6 @@ class FileSpec(Record):
     content_b64: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class ServeSpec(Record):
     """The serve file a push writes: absolute path, sha256 of the new bytes, the bytes
     (base64; None where the op only compares hashes)."""
@@ -154,12 +153,11 @@ class ServeSpec(Record):
     content_b64: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class FactsArgs(Record):
     """facts: the package to look up, the paths to hash, the serve file to read, and where
     the server's API key is (a file or an environment variable: checked, never sent back)."""
 
-    paths: List[str] = dataclasses.field(default_factory=list)
+    paths: List[str] = field(default_factory=list)
     package: str = "sglang"
     serve_path: Optional[str] = None
     journal_lines: int = 5
@@ -167,7 +165,6 @@ class FactsArgs(Record):
     api_key_env: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class CheckPlanArgs(Record):
     """check_plan: what a push would change, judged against the facts op's answer."""
 
@@ -180,7 +177,6 @@ class CheckPlanArgs(Record):
     serve: Optional[ServeSpec] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class LockAcquireArgs(Record):
     """lock_acquire: who takes the host lock (run, holder text, pid and controller host)
     and for how long (ttl_s, seconds)."""
@@ -193,21 +189,18 @@ class LockAcquireArgs(Record):
     break_lock: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
 class LockReleaseArgs(Record):
     """lock_release: the run whose lock to drop (another run's lock is left alone)."""
 
     run_id: str
 
 
-@dataclasses.dataclass(frozen=True)
 class JournalArgs(Record):
     """journal: one entry to append (deploy_id, state and free-form fields)."""
 
     entry: Dict[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
 class BackupArgs(Record):
     """backup: the files (relative to site_packages, the package root facts found) and
     serve file to copy aside."""
@@ -219,7 +212,6 @@ class BackupArgs(Record):
     serve_path: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class InstallArgs(Record):
     """install: the files to write; with deploy_id its backup is re-verified first."""
 
@@ -230,7 +222,6 @@ class InstallArgs(Record):
     deploy_id: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class CompileArgs(Record):
     """compile: the .py files (relative to site_packages) to byte-compile."""
 
@@ -238,14 +229,12 @@ class CompileArgs(Record):
     paths: List[str]
 
 
-@dataclasses.dataclass(frozen=True)
 class RestoreArgs(Record):
     """restore: the deploy whose backup to put back."""
 
     deploy_id: str
 
 
-@dataclasses.dataclass(frozen=True)
 class PruneArgs(Record):
     """prune: how many backups to keep."""
 

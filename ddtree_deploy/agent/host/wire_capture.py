@@ -6,16 +6,14 @@ Stdlib only.
 back only what differs, so `patchset new --from-host` fetches a few files, not the package.
 """
 
-import dataclasses
 from typing import List, Optional
 
-from .record import Record
+from .record import Record, field
 
 CHANGED, EXTRA, MISSING = "changed", "extra", "missing"
 EDIT_STATUSES = (CHANGED, EXTRA, MISSING)
 
 
-@dataclasses.dataclass(frozen=True)
 class EditsArgs(Record):
     """edits: the distribution to inspect, the version it must be (None: any), and how many
     bytes may come back: per file (max_file_bytes) and for all files together
@@ -27,7 +25,6 @@ class EditsArgs(Record):
     max_total_bytes: int = 16 * 1024 * 1024
 
 
-@dataclasses.dataclass(frozen=True)
 class EditedFile(Record):
     """One file of the package that is not as its RECORD says (path relative to the package
     root, i.e. site-packages).
@@ -49,7 +46,6 @@ class EditedFile(Record):
     error: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class EditsResult(Record):
     """What `edits` found: the installed version, the package root (site-packages), how many
     files RECORD lists under the package with a hash (recorded), every file that differs,
@@ -61,4 +57,4 @@ class EditsResult(Record):
     package_root: str
     recorded: int
     files: List[EditedFile]
-    ignored: List[str] = dataclasses.field(default_factory=list)
+    ignored: List[str] = field(default_factory=list)

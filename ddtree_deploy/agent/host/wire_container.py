@@ -7,7 +7,6 @@ The request names the container with a `ContainerSpec`; the facts op's answer ga
 container as inspected (`ContainerFacts`).
 """
 
-import dataclasses
 from typing import Any, Dict, List, Optional
 
 from .record import Record
@@ -19,7 +18,6 @@ NOT_STARTED = "container_not_started"
 AGENT_LOST = "container_agent_lost"
 
 
-@dataclasses.dataclass(frozen=True)
 class ContainerSpec(Record):
     """The container a request is relayed into: its runtime (docker | podman), its name,
     and the argv that starts its agent (`RUNTIME exec -i NAME PYTHON -c BOOTSTRAP`)."""
@@ -29,7 +27,6 @@ class ContainerSpec(Record):
     argv: List[str]
 
 
-@dataclasses.dataclass(frozen=True)
 class ContainerFacts(Record):
     """The container as `RUNTIME inspect` saw it from the host: full id (a new id means a
     new container, so a new writable layer), image as named at `run`, image id, running,

@@ -2,10 +2,9 @@
 smoke. Stdlib only; the agent builds them and sends `to_dict()`, the controller reads them
 back with `from_dict()` (see `OpResult.result_as` in agent/protocol.py)."""
 
-import dataclasses
 from typing import Any, Dict, List, Optional, TypedDict
 
-from .record import Record
+from .record import Record, field
 from .wire_container import ContainerFacts
 
 # The host's state files, as the facts op reads them back: plain JSON objects written by
@@ -55,7 +54,6 @@ class BackupEntry(TypedDict):
     broken: bool
 
 
-@dataclasses.dataclass(frozen=True)
 class ServeFound(Record):
     """The serve file as found: its sha256 and text (both None when absent; `error` when
     it could not be read)."""
@@ -67,7 +65,6 @@ class ServeFound(Record):
     error: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class FileFacts(Record):
     """One patched path on the host: sha256 now, sha256 in the dist's RECORD (None for an
     editable install, whose RECORD lists no package files: the lock's base hashes judge it),
@@ -79,7 +76,6 @@ class FileFacts(Record):
     unsafe: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class Facts(Record):
     """What the facts op found on the host.
 
@@ -127,14 +123,12 @@ class Facts(Record):
     container: Optional[ContainerFacts] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class PlanResult(Record):
     """check_plan's verdict per path: unchanged, pending, upgrade or drifted."""
 
     files: Dict[str, str]
 
 
-@dataclasses.dataclass(frozen=True)
 class BackupResult(Record):
     """Where the backup is (a directory on the host) and how many files it covers."""
 
@@ -142,7 +136,6 @@ class BackupResult(Record):
     files: int
 
 
-@dataclasses.dataclass(frozen=True)
 class SmokeResult(Record):
     """Each suite's result line as the suite printed it (suite, passed, skipped, details,
     checks, duration_s, ...): free-form, so kept as dicts."""
@@ -154,7 +147,6 @@ class SmokeResult(Record):
         return [r for r in self.suites if not r.get("passed") and not r.get("skipped")]
 
 
-@dataclasses.dataclass(frozen=True)
 class ReplayStats(Record):
     """The replay: every prompt one request at a time, `rounds` times after the warm-up.
 
@@ -174,7 +166,6 @@ class ReplayStats(Record):
     outputs: List[Optional[List[int]]]
 
 
-@dataclasses.dataclass(frozen=True)
 class LoadStats(Record):
     """The sustained load and bake: requests sent, errors (HTTP errors, timeouts, bad
     answers) with the first one, tokens generated, wall time, every latency, and the health
@@ -193,7 +184,6 @@ class LoadStats(Record):
     stopped_early: Optional[str] = None
 
 
-@dataclasses.dataclass(frozen=True)
 class GateMeasurement(Record):
     """What gate_measure measured on one server at one phase (baseline | after | rollback |
     check): when, where, the algorithm /server_info reported (None: no speculation or no
@@ -216,5 +206,5 @@ class GateMeasurement(Record):
     metrics_error: Optional[str]
     saved: Optional[str]
     stored: Optional[Dict[str, Any]] = None
-    prompts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    prompts: List[Dict[str, Any]] = field(default_factory=list)
     max_new_tokens: int = 0

@@ -2,13 +2,11 @@
 health, smoke and the serving gate's measurement (re-exported by wire.py, where OP_ARGS
 maps op names to them). Stdlib only."""
 
-import dataclasses
 from typing import Any, Dict, List, Optional
 
-from .record import Record
+from .record import Record, field
 
 
-@dataclasses.dataclass(frozen=True)
 class Service(Record):
     """How the host's server restarts and answers health checks (argv lists, no shell).
 
@@ -33,12 +31,11 @@ class Service(Record):
     poll_interval_s: float = 1.0
     api_key_file: Optional[str] = None
     api_key_env: Optional[str] = None
-    fail_patterns: List[str] = dataclasses.field(default_factory=list)
-    progress_patterns: List[str] = dataclasses.field(default_factory=list)
+    fail_patterns: List[str] = field(default_factory=list)
+    progress_patterns: List[str] = field(default_factory=list)
     kill_leftovers: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
 class ServicesArgs(Record):
     """services: report each service's state (running as its status or systemd says, and
     what its health URL answers now); read-only, for `status`."""
@@ -47,7 +44,6 @@ class ServicesArgs(Record):
     services: List[Service]
 
 
-@dataclasses.dataclass(frozen=True)
 class SmokeSuite(Record):
     """One suite script (its source), the JSON it reads on stdin, its time limit."""
 
@@ -57,7 +53,6 @@ class SmokeSuite(Record):
     timeout_s: float = 600
 
 
-@dataclasses.dataclass(frozen=True)
 class RestartArgs(Record):
     """restart: the service, the limit per command (timeout_s, seconds), how long to wait
     before it (after_s: the stagger after the previous service's start), and the action:
@@ -70,7 +65,6 @@ class RestartArgs(Record):
     action: str = "restart"
 
 
-@dataclasses.dataclass(frozen=True)
 class HealthArgs(Record):
     """health: the service to poll; force polls even a kind = "none" service."""
 
@@ -79,16 +73,14 @@ class HealthArgs(Record):
     force: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
 class SmokeArgs(Record):
     """smoke: the suites to run, and support modules ({file name: source}) beside them."""
 
     NESTED = (("suites", SmokeSuite, "list"),)
     suites: List[SmokeSuite]
-    support: Dict[str, str] = dataclasses.field(default_factory=dict)
+    support: Dict[str, str] = field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
 class GateArgs(Record):
     """gate_measure: replay `prompts` greedily against the running server (warm-up, then
     `rounds` rounds, one request at a time) and, with load_requests > 0, a sustained load
