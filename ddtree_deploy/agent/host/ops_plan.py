@@ -22,6 +22,7 @@ from .state import (
     list_backups,
     read_journal,
     read_lock,
+    rotate_journal,
 )
 from .wire import Code, OpFailed, OpHalt
 from .wire_results import Facts, FileFacts, PlanResult, ServeFound
@@ -250,9 +251,18 @@ def op_lock_release(ctx, args):
 
 
 def op_journal(ctx, args):
-    """Append args.entry, stamped with `ts` (UTC), to the journal; return {"entry": it}.
-    Raises OSError when the state dir cannot be written."""
+    """Append args.entry, stamped with `ts` (UTC), to the journal, first rotating a journal
+    grown past its bound (state.rotate_journal; only while this agent holds the state dir's
+    flock); return {"entry": it, "rotated": entries carried or None, "rotate_error": why
+    or None}. A rotation that fails is only reported: the entry still goes into the old
+    journal, as it always could. Raises OSError when the entry cannot be written."""
     ctx.ensure_state_dir()
+    rotated, rotate_error = None, None
+    if ctx.flock_held:
+        try:
+            rotated = rotate_journal(ctx)
+        except OSError as exc:
+            rotate_error = str(exc)
     entry = dict(args.entry, ts=now_utc())
     append_line(ctx.journal_path, entry)
-    return {"entry": entry}
+    return {"entry": entry, "rotated": rotated, "rotate_error": rotate_error}

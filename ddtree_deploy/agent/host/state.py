@@ -6,7 +6,15 @@ import os
 import re
 import sys
 
+from .files import write_atomic
+
 UNFINISHED = ("installing", "rollback_failed")  # journal states a `recover` must finish
+# The journal is read whole at every preflight (~20 ms a MiB, ~1,000 deploys a MiB): past this
+# size the next append first rotates it (rotate_journal), so a host's preflight costs the
+# same after its thousandth deploy as after its tenth, and its state dir stays bounded.
+JOURNAL_ROTATE_BYTES = 1 << 20
+JOURNAL_KEEP_ROTATED = 3  # journal.jsonl.1 (newest) .. .3; older history is dropped
+JOURNAL_CARRY_DEPLOYS = 50  # as many as Facts.deploys shows
 
 
 class Ctx:
@@ -45,6 +53,46 @@ def read_journal(ctx):
     except FileNotFoundError:
         pass
     return entries
+
+
+def rotate_journal(ctx):
+    """Start a new journal when the current one has grown past JOURNAL_ROTATE_BYTES; return
+    the number of entries carried into it, or None when it was not rotated.
+
+    Like logrotate with `rotate 3`, but what the ops read from the journal survives: the
+    latest entry of every unfinished deploy and of the last JOURNAL_CARRY_DEPLOYS deploys is
+    copied into the new file (marked "carried": true), so facts, recover, rollback and prune
+    see the same deploy states as before. The old file becomes journal.jsonl.1 (a hard
+    link made before the new file replaces it: at every instant journal.jsonl is the whole
+    old or the whole new journal). Call only while holding the state dir's flock. Raises
+    OSError.
+    """
+    try:
+        if os.stat(ctx.journal_path).st_size < JOURNAL_ROTATE_BYTES:
+            return None
+    except FileNotFoundError:
+        return None
+    states = list(deploy_states(read_journal(ctx)).values())
+    recent = {id(entry) for entry in states[-JOURNAL_CARRY_DEPLOYS:]}
+    carried = [
+        dict(entry, carried=True)
+        for entry in states
+        if id(entry) in recent or entry.get("state") in UNFINISHED
+    ]
+    rotated = ["%s.%d" % (ctx.journal_path, n) for n in range(1, JOURNAL_KEEP_ROTATED + 1)]
+    for n in range(JOURNAL_KEEP_ROTATED - 1, 0, -1):  # .2 -> .3 (the old .3 goes), .1 -> .2
+        if os.path.exists(rotated[n - 1]):
+            os.replace(rotated[n - 1], rotated[n])
+    if os.path.exists(rotated[0]):  # only when just one rotated file is kept
+        os.unlink(rotated[0])
+    try:
+        os.link(ctx.journal_path, rotated[0])
+    except OSError:  # a filesystem without hard links: a copy, written whole first
+        with open(ctx.journal_path, "rb") as fh:
+            write_atomic(rotated[0], fh.read(), mode=0o600)
+    text = "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in carried)
+    write_atomic(ctx.journal_path, text.encode(), mode=0o600)  # fsyncs the dir: link too
+    return len(carried)
 
 
 def deploy_states(entries):
