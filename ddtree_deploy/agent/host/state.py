@@ -73,11 +73,11 @@ def rotate_journal(ctx):
     except FileNotFoundError:
         return None
     states = list(deploy_states(read_journal(ctx)).values())
-    recent = {id(entry) for entry in states[-JOURNAL_CARRY_DEPLOYS:]}
+    first_recent = len(states) - JOURNAL_CARRY_DEPLOYS
     carried = [
         dict(entry, carried=True)
-        for entry in states
-        if id(entry) in recent or entry.get("state") in UNFINISHED
+        for n, entry in enumerate(states)
+        if n >= first_recent or entry.get("state") in UNFINISHED
     ]
     rotated = ["%s.%d" % (ctx.journal_path, n) for n in range(1, JOURNAL_KEEP_ROTATED + 1)]
     for n in range(JOURNAL_KEEP_ROTATED - 1, 0, -1):  # .2 -> .3 (the old .3 goes), .1 -> .2
