@@ -4,7 +4,6 @@ rollback and prune read from it survives, the old bytes are kept as journal.json
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -73,7 +72,7 @@ def test_a_big_journal_is_rotated_and_every_deploy_state_read_survives(fake_host
 
     # the old bytes are kept whole, beside a journal as small as what it carries
     rotated = Path(f"{journal}.1")
-    assert hashlib.sha256(rotated.read_bytes()).digest() == hashlib.sha256(data).digest()
+    assert rotated.read_bytes() == data
     assert oct(journal.stat().st_mode & 0o777) == oct(rotated.stat().st_mode & 0o777) == "0o600"
     now = read_entries(journal)
     assert len(now) == carried + 1 and journal.stat().st_size < JOURNAL_ROTATE_BYTES // 100

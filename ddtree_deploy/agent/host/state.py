@@ -83,11 +83,9 @@ def rotate_journal(ctx):
     for n in range(JOURNAL_KEEP_ROTATED - 1, 0, -1):  # .2 -> .3 (the old .3 goes), .1 -> .2
         if os.path.exists(rotated[n - 1]):
             os.replace(rotated[n - 1], rotated[n])
-    if os.path.exists(rotated[0]):  # only when just one rotated file is kept
-        os.unlink(rotated[0])
     try:
         os.link(ctx.journal_path, rotated[0])
-    except OSError:  # a filesystem without hard links: a copy, written whole first
+    except OSError:  # no hard links here (or .1 left, keeping one): a copy, written whole
         with open(ctx.journal_path, "rb") as fh:
             write_atomic(rotated[0], fh.read(), mode=0o600)
     text = "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in carried)
