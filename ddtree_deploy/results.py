@@ -40,3 +40,13 @@ class HostResult:
     version_now: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     records: list[StageRecord] = field(default_factory=list)
+
+    @property
+    def shown_message(self) -> str:
+        """The message, then what went wrong beside the work (details["warnings"], e.g. a
+        host journal that could not be rotated): what a summary row and event show."""
+        warnings = self.details.get("warnings") or []
+        if not warnings:
+            return self.message
+        shown = f"warning: {'; '.join(warnings)}"
+        return f"{self.message} ({shown})" if self.message else shown

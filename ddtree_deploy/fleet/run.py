@@ -135,7 +135,7 @@ def summarise(
     result = dataclasses.replace(result, details={**stamps, **result.details})
     recorder.info(
         Stage.SUMMARY,
-        result.message,
+        result.shown_message,
         data={
             "outcome": result.outcome.value,
             "deploy_id": result.deploy_id,
@@ -143,6 +143,7 @@ def summarise(
             "duration_s": result.details["duration_s"],
             "wave": wave or None,
             **({"become": result.details["become"]} if "become" in result.details else {}),
+            **({"warnings": result.details["warnings"]} if "warnings" in result.details else {}),
             **({"group": group.name, "members": list(group.members)} if group else {}),
         },
     )

@@ -76,6 +76,8 @@ class HostRun:
     run_id: str
     controller_pid: int = field(default_factory=os.getpid)
     controller_machine: str = field(default_factory=socket.gethostname)
+    # What went wrong beside the work (housekeeping on the host): shown with the result.
+    warnings: list[str] = field(default_factory=list)
 
     def call(self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.
@@ -108,6 +110,7 @@ class HostRun:
             if stage != stages[0]:
                 self.recorder.start(stage)
             self._report_service_findings(stage, results)
+            self._report_journal(stage, results)
             duration_s = sum(r.duration_s for r in results)
             failed = next((r for r in results if not r.ok), None)
             if failed is not None:
@@ -151,6 +154,23 @@ class HostRun:
             for mark in data.get("progress") or ():
                 message = f"after {mark['after_s']}s: {mark['line']}"
                 self.recorder.info(stage, message, {"progress": mark})
+
+    def _report_journal(self, stage: str, results: list[OpResult]) -> None:
+        """Info events for the journal's rotation (state.rotate_journal on the host): done,
+        or failed. A failed rotation never fails the op (the entry landed in the old
+        journal and the next append retries), so it becomes a warning on the result."""
+        for result in results:
+            data = result.data if isinstance(result.data, dict) else {}
+            if result.op != "journal":
+                continue
+            if data.get("rotated") is not None:
+                message = f"journal rotated: {data['rotated']} entries carried, the old one kept"
+                self.recorder.info(stage, message, {"journal_rotated": data["rotated"]})
+            if why := data.get("rotate_error"):
+                warning = f"journal not rotated: {why}"
+                self.recorder.info(stage, f"{warning} (the entry landed; the next append retries)")
+                if warning not in self.warnings:  # each journal op of the run retries
+                    self.warnings.append(warning)
 
     def ask(
         self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()
@@ -196,6 +216,8 @@ class HostRun:
 
     def result(self, outcome: Outcome, message: str = "", **kw: Any) -> HostResult:
         """Return this host's result, carrying every stage it finished so far."""
+        if self.warnings:  # the summary shows them beside the message (report.summary)
+            kw["details"] = {**(kw.get("details") or {}), "warnings": list(self.warnings)}
         return HostResult(
             host=self.host.name,
             outcome=outcome,

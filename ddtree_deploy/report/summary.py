@@ -64,7 +64,7 @@ def fleet_table(title: str, results: list[HostResult], stopped: str | None = Non
             escape(version_label(r)),
             escape(str(r.details.get("wave") or "-")),
             f"{r.details.get('duration_s', 0):.1f}s",
-            escape(r.message),
+            escape(r.shown_message),
         ]
         table.add_row(*(cells if waves else cells[:3] + cells[4:]))
     return table
@@ -95,7 +95,7 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
             version_label(r),
             str(r.details.get("wave") or "-"),
             f"{r.details.get('duration_s', 0):.1f}s",
-            r.message,
+            r.shown_message,
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     checks = [

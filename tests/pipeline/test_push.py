@@ -241,3 +241,66 @@ def test_rollback_after_commit_restores_and_prunes(deploy, tmp_path):
         mode == 0o700
         and (deploy.host.state_dir_on_disk / "journal.jsonl").stat().st_mode & 0o777 == 0o600
     )
+
+
+def _long_history(path, owner) -> bytes:
+    """A journal past JOURNAL_ROTATE_BYTES of finished deploys (nothing pending), owned as
+    the state dir is: a host that has been deployed to for years."""
+    from ddtree_deploy.agent.host.state import JOURNAL_ROTATE_BYTES
+
+    files = [{"path": f"sglang/srt/f{i}.py", "sha256": "ab" * 32} for i in range(6)]
+    lines, size, i = [], 0, 0
+    while size <= JOURNAL_ROTATE_BYTES:
+        deploy_id = f"2025{i:08d}-ddtree-0.9.0-old"
+        for entry in (
+            {"deploy_id": deploy_id, "state": "installing", "files": files, "backup": "gone"},
+            {"deploy_id": deploy_id, "state": "committed"},
+        ):
+            lines.append(json.dumps({**entry, "ts": "2025-01-01T00:00:00+00:00"}) + "\n")
+            size += len(lines[-1])
+        i += 1
+    data = "".join(lines).encode()
+    path.write_bytes(data)
+    path.chmod(0o600)
+    os.chown(path, owner.st_uid, owner.st_gid)
+    return data
+
+
+def _summary(done) -> dict:
+    return [json.loads(x) for x in done.stdout.splitlines() if '"summary"' in x][-1]
+
+
+def test_a_journal_that_cannot_rotate_is_a_warning_in_the_summary_then_rotates(deploy, tmp_path):
+    state = deploy.host.state_dir_on_disk
+    state.mkdir(mode=0o700, exist_ok=True)
+    owner = state.stat()
+    old = _long_history(state / "journal.jsonl", owner)
+    (state / "journal.jsonl.2").write_text("an old journal\n")
+    (state / "journal.jsonl.3").mkdir()  # shifting .2 onto a dir fails: rotation blocked
+    table = tmp_path / "summary.md"
+
+    done = deploy.cli("push", "-H", "host0", "--json", "--summary-file", str(table))
+    assert done.returncode == 0, done.stderr  # housekeeping never fails a deploy
+    summary = _summary(done)
+    assert summary["data"]["outcome"] == "ok"
+    (warning,) = summary["data"]["warnings"]
+    assert warning.startswith("journal not rotated:") and "journal.jsonl" in warning
+    assert summary["message"] == f"deployed (warning: {warning})"
+    row = next(line for line in table.read_text().splitlines() if line.startswith("| host0"))
+    assert "deployed (warning: journal not rotated:" in row
+    assert "journal not rotated" in done.stderr  # the people's table too
+    journal = state / "journal.jsonl"
+    assert journal.read_bytes().startswith(old)  # the entries landed in the old journal
+    assert [e["state"] for e in deploy.journal()][-2:] == ["installing", "committed"]
+
+    (state / "journal.jsonl.3").rmdir()  # the blocker gone: the next append rotates
+    back = deploy.cli("rollback", "-H", "host0", "--json")
+    assert back.returncode == 0, back.stderr
+    assert "warnings" not in _summary(back)["data"]  # the control: no warning without cause
+    events = [json.loads(x) for x in back.stdout.splitlines()]
+    rotated = [e for e in events if e["message"].startswith("journal rotated:")]
+    assert len(rotated) == 1 and rotated[0]["data"]["journal_rotated"] > 0
+    assert (state / "journal.jsonl.1").read_bytes().startswith(old)
+    assert (state / "journal.jsonl.3").read_text() == "an old journal\n"
+    assert len(journal.read_bytes()) < len(old) // 10
+    assert [e["state"] for e in deploy.journal()][-1] == "rolled_back"
