@@ -1,10 +1,11 @@
 """Helpers shared by tests: run the real CLI, build patchset variants in a temp dir, load
-a payload file or a smoke script as a module."""
+a payload file or a smoke script as a module, write a long-lived host's journal."""
 
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -110,3 +111,37 @@ def load_smoke_script(name: str, script: str) -> ModuleType:
     if str(SMOKE_DIR) not in sys.path:
         sys.path.append(str(SMOKE_DIR))
     return load_module(name, SMOKE_DIR / script)
+
+
+JOURNAL_FILES = [{"path": f"sglang/srt/speculative/f{i}.py", "sha256": "ab" * 32} for i in range(6)]
+
+
+def journal_history(deploys: int, prefix: str = "old", pending: bool = True) -> list[dict]:
+    """A long-lived host's journal: `deploys` pushes (installing, committed). With `pending`
+    the first one never finished and the tenth's rollback failed, so both are unfinished."""
+    entries = []
+    for i in range(deploys):
+        deploy_id = f"2026{i:08d}-{prefix}"
+        backup, ts = f"backups/{deploy_id}", "2026-12-03T00:00:00+00:00"
+        entries.append(
+            {
+                "deploy_id": deploy_id,
+                "state": "installing",
+                "files": JOURNAL_FILES,
+                "backup": backup,
+                "ts": ts,
+            }
+        )
+        if pending and i == 9:
+            entries.append({"deploy_id": deploy_id, "state": "rollback_failed", "error": "x"})
+        elif i or not pending:
+            entries.append({"deploy_id": deploy_id, "state": "committed"})
+    return entries
+
+
+def write_journal(path: Path, entries: list[dict]) -> bytes:
+    """Write `entries` as a journal (JSON Lines, 0600); return its bytes."""
+    data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode()
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return data

@@ -160,9 +160,9 @@ class HostRun:
         or failed. A failed rotation never fails the op (the entry landed in the old
         journal and the next append retries), so it becomes a warning on the result."""
         for result in results:
-            data = result.data if isinstance(result.data, dict) else {}
             if result.op != "journal":
                 continue
+            data = result.data if isinstance(result.data, dict) else {}
             if data.get("rotated") is not None:
                 message = f"journal rotated: {data['rotated']} entries carried, the old one kept"
                 self.recorder.info(stage, message, {"journal_rotated": data["rotated"]})

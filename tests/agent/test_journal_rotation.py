@@ -14,38 +14,7 @@ from ddtree_deploy.agent.host.state import (
     deploy_states,
 )
 from ddtree_deploy.stages import op_builders as ops
-
-FILES = [{"path": f"sglang/srt/speculative/f{i}.py", "sha256": "ab" * 32} for i in range(6)]
-
-
-def history(deploys: int, prefix: str = "old") -> list[dict]:
-    """A long-lived host's journal: `deploys` pushes (installing, committed), the first one
-    never finished and the tenth's rollback failed, so both are still pending."""
-    entries = []
-    for i in range(deploys):
-        deploy_id = f"2026{i:08d}-{prefix}"
-        backup, ts = f"backups/{deploy_id}", "2026-12-03T00:00:00+00:00"
-        entries.append(
-            {
-                "deploy_id": deploy_id,
-                "state": "installing",
-                "files": FILES,
-                "backup": backup,
-                "ts": ts,
-            }
-        )
-        if i == 9:
-            entries.append({"deploy_id": deploy_id, "state": "rollback_failed", "error": "x"})
-        elif i:
-            entries.append({"deploy_id": deploy_id, "state": "committed"})
-    return entries
-
-
-def write_journal(path: Path, entries: list[dict]) -> bytes:
-    data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode()
-    path.write_bytes(data)
-    path.chmod(0o600)
-    return data
+from tests.support import JOURNAL_FILES, journal_history, write_journal
 
 
 def read_entries(path: Path) -> list[dict]:
@@ -59,13 +28,13 @@ def without_mark(entry: dict) -> dict:
 def test_a_big_journal_is_rotated_and_every_deploy_state_read_survives(fake_host):
     journal = fake_host.state / "journal.jsonl"
     fake_host.state.mkdir(mode=0o700)
-    old = history(1300)
+    old = journal_history(1300)
     data = write_journal(journal, old)
     assert len(data) > JOURNAL_ROTATE_BYTES  # the precondition: past the bound
     before = fake_host.call(("facts", {})).facts()
     assert [d["deploy_id"] for d in before.pending] == ["202600000000-old", "202600000009-old"]
 
-    answer = fake_host.call_ops(ops.journal_op("20270000-new", "installing", files=FILES))
+    answer = fake_host.call_ops(ops.journal_op("20270000-new", "installing", files=JOURNAL_FILES))
     assert answer.ok, answer
     carried = JOURNAL_CARRY_DEPLOYS + 2  # the last 50 deploys and the two pending ones
     assert answer.results[0].data["rotated"] == carried
@@ -93,14 +62,14 @@ def test_a_big_journal_is_rotated_and_every_deploy_state_read_survives(fake_host
 def test_below_the_bound_nothing_rotates_and_past_it_three_old_journals_are_kept(fake_host):
     journal = fake_host.state / "journal.jsonl"
     fake_host.state.mkdir(mode=0o700)
-    small = write_journal(journal, history(10))
+    small = write_journal(journal, journal_history(10))
     answer = fake_host.call_ops(ops.journal_op("d-small", "committed"))
     assert answer.results[0].data["rotated"] is None  # the control: no rotation below it
     assert journal.read_bytes().startswith(small) and not Path(f"{journal}.1").exists()
 
     kept = []
     for round_ in range(JOURNAL_KEEP_ROTATED + 1):
-        kept.insert(0, write_journal(journal, history(1300, prefix=f"r{round_}")))
+        kept.insert(0, write_journal(journal, journal_history(1300, prefix=f"r{round_}")))
         assert fake_host.call_ops(ops.journal_op(f"d{round_}", "committed")).ok
     names = sorted(p.name for p in fake_host.state.iterdir() if p.name.startswith("journal"))
     assert names == ["journal.jsonl"] + [
@@ -113,7 +82,7 @@ def test_below_the_bound_nothing_rotates_and_past_it_three_old_journals_are_kept
 def test_a_rotation_that_fails_is_reported_and_the_entry_still_lands(fake_host):
     journal = fake_host.state / "journal.jsonl"
     fake_host.state.mkdir(mode=0o700)
-    data = write_journal(journal, history(1300))
+    data = write_journal(journal, journal_history(1300))
     Path(f"{journal}.2").write_text("an old journal")  # shifting it onto a dir fails
     Path(f"{journal}.3").mkdir()
     answer = fake_host.call_ops(ops.journal_op("d-late", "committed"))

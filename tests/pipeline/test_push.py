@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from ddtree_deploy.agent.host.state import JOURNAL_ROTATE_BYTES
 from ddtree_deploy.patchset import load_patchset
 from ddtree_deploy.pipeline import PUSH_REQUESTS
-from tests.support import REPO, make_patchset, utils_file
+from tests.support import REPO, journal_history, make_patchset, utils_file, write_journal
 
 pytestmark = pytest.mark.hosts
 PUSH_STAGES = [stage for request in PUSH_REQUESTS for stage in request.stages]
@@ -243,29 +244,6 @@ def test_rollback_after_commit_restores_and_prunes(deploy, tmp_path):
     )
 
 
-def _long_history(path, owner) -> bytes:
-    """A journal past JOURNAL_ROTATE_BYTES of finished deploys (nothing pending), owned as
-    the state dir is: a host that has been deployed to for years."""
-    from ddtree_deploy.agent.host.state import JOURNAL_ROTATE_BYTES
-
-    files = [{"path": f"sglang/srt/f{i}.py", "sha256": "ab" * 32} for i in range(6)]
-    lines, size, i = [], 0, 0
-    while size <= JOURNAL_ROTATE_BYTES:
-        deploy_id = f"2025{i:08d}-ddtree-0.9.0-old"
-        for entry in (
-            {"deploy_id": deploy_id, "state": "installing", "files": files, "backup": "gone"},
-            {"deploy_id": deploy_id, "state": "committed"},
-        ):
-            lines.append(json.dumps({**entry, "ts": "2025-01-01T00:00:00+00:00"}) + "\n")
-            size += len(lines[-1])
-        i += 1
-    data = "".join(lines).encode()
-    path.write_bytes(data)
-    path.chmod(0o600)
-    os.chown(path, owner.st_uid, owner.st_gid)
-    return data
-
-
 def _summary(done) -> dict:
     return [json.loads(x) for x in done.stdout.splitlines() if '"summary"' in x][-1]
 
@@ -273,8 +251,9 @@ def _summary(done) -> dict:
 def test_a_journal_that_cannot_rotate_is_a_warning_in_the_summary_then_rotates(deploy, tmp_path):
     state = deploy.host.state_dir_on_disk
     state.mkdir(mode=0o700, exist_ok=True)
-    owner = state.stat()
-    old = _long_history(state / "journal.jsonl", owner)
+    old = write_journal(state / "journal.jsonl", journal_history(1300, pending=False))
+    assert len(old) > JOURNAL_ROTATE_BYTES  # the precondition: past the bound
+    os.chown(state / "journal.jsonl", state.stat().st_uid, state.stat().st_gid)
     (state / "journal.jsonl.2").write_text("an old journal\n")
     (state / "journal.jsonl.3").mkdir()  # shifting .2 onto a dir fails: rotation blocked
     table = tmp_path / "summary.md"
