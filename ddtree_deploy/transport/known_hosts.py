@@ -8,7 +8,10 @@ knows no `*`/`?`/`!` patterns, while OpenSSH accepts a key listed in ANY of its 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import hmac
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -56,38 +59,101 @@ def find_known_keys(text: str, source: str, name: str) -> list[KnownKey]:
     count; `@cert-authority` lines (host certificates) are skipped, as are lines Paramiko
     cannot read (OpenSSH skips those too).
     """
-    found = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        fields = raw.split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        marker = fields.pop(0) if fields[0].startswith("@") else None
-        if marker not in (None, "@revoked") or not fields:
-            continue
-        # names first: decoding a key costs far more, and a fleet's known_hosts lists every
-        # host, so decoding each line for each host grew as hosts² (bench B, issue 19)
-        if not _names_match(fields[0].split(","), name):
-            continue
-        try:
-            entry = HostKeyEntry.from_line(" ".join(fields[:3]), lineno)
-        except (paramiko.SSHException, InvalidHostKey, ValueError):
-            continue
-        if entry is None or entry.key is None:
-            continue
-        found.append(KnownKey(entry.key, f"{source}:{lineno}", revoked=marker == "@revoked"))
-    return found
+    return KnownHostsFile(text, source).keys_for(name)
 
 
-def _names_match(patterns: Iterable[str], name: str) -> bool:
+@dataclass(frozen=True)
+class _Line:
+    """One host-key line: where it is, its marker, its name patterns, its key fields."""
+
+    lineno: int
+    revoked: bool
+    patterns: tuple[str, ...]
+    key_fields: str  # "names keytype base64", as HostKeyEntry.from_line reads it
+
+
+class KnownHostsFile:
+    """A known_hosts file read once for a whole fleet.
+
+    Every host's connect asks the same files, and a fleet's files list every host, so a scan
+    per host grew as hosts² (1,000 hosts: 3.4 s of controller CPU for plain names, 8 s for
+    hashed ones). Lines whose names are all plain are indexed by name; the others (hashed,
+    patterns, negations) are matched per lookup, hashed ones with their salt decoded once.
+    """
+
+    def __init__(self, text: str, source: str):
+        self.source = source
+        self._by_name: dict[str, list[_Line]] = {}
+        self._scanned: list[tuple[_Line, list[_Matcher]]] = []
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            fields = raw.split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            marker = fields.pop(0) if fields[0].startswith("@") else None
+            if marker not in (None, "@revoked") or not fields:
+                continue
+            patterns = tuple(fields[0].split(","))
+            line = _Line(lineno, marker == "@revoked", patterns, " ".join(fields[:3]))
+            if all(_is_plain(pattern) for pattern in patterns):
+                for pattern in {p.lower() for p in patterns}:
+                    self._by_name.setdefault(pattern, []).append(line)
+            else:
+                self._scanned.append((line, [_matcher(pattern) for pattern in patterns]))
+
+    def keys_for(self, name: str) -> list[KnownKey]:
+        """The keys listed for `name`, in line order (undecodable keys left out)."""
+        lines = list(self._by_name.get(name.lower(), ()))
+        lines += [line for line, matchers in self._scanned if _names_match(matchers, name)]
+        lines.sort(key=lambda line: line.lineno)
+        found = []
+        for line in lines:
+            try:
+                entry = HostKeyEntry.from_line(line.key_fields, line.lineno)
+            except (paramiko.SSHException, InvalidHostKey, ValueError):
+                continue
+            if entry is None or entry.key is None:
+                continue
+            found.append(KnownKey(entry.key, f"{self.source}:{line.lineno}", line.revoked))
+        return found
+
+
+# A name pattern's test: (negated, hashed (salt, digest) or None, wildcard regex or None).
+_Matcher = tuple[bool, tuple[bytes, bytes] | None, re.Pattern[str] | None]
+
+
+def _is_plain(pattern: str) -> bool:
+    """A name that matches only itself (no `!`, no `*`/`?`, not hashed)."""
+    return not pattern.startswith(("!", "|")) and "*" not in pattern and "?" not in pattern
+
+
+def _matcher(pattern: str) -> _Matcher:
+    negated = pattern.startswith("!")
+    pattern = pattern.removeprefix("!")
+    if pattern.startswith("|1|"):
+        return (negated, _hashed(pattern), None)
+    return (negated, None, _wildcard(pattern))
+
+
+def _hashed(pattern: str) -> tuple[bytes, bytes]:
+    """A hashed name's salt and HMAC-SHA1, decoded once (what Paramiko's `hash_host` does
+    on each call; hashing a name is then one HMAC per line). Undecodable: an empty digest,
+    which no HMAC-SHA1 equals."""
+    try:
+        _, _, salt, digest = pattern.split("|")
+        return base64.b64decode(salt, validate=True), base64.b64decode(digest, validate=True)
+    except (ValueError, binascii.Error):
+        return (b"", b"")
+
+
+def _names_match(matchers: Iterable[_Matcher], name: str) -> bool:
     """OpenSSH's rule: no negated pattern matches and at least one plain pattern does."""
     matched = False
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        pattern = pattern.removeprefix("!")
-        if pattern.startswith("|1|"):
-            hit = paramiko.HostKeys.hash_host(name, pattern) == pattern
+    for negated, hashed, wildcard in matchers:
+        if hashed is not None:
+            salt, digest = hashed
+            hit = hmac.compare_digest(hmac.digest(salt, name.encode(), "sha1"), digest)
         else:
-            hit = _wildcard(pattern).fullmatch(name.lower()) is not None
+            hit = wildcard is not None and wildcard.fullmatch(name.lower()) is not None
         if hit and negated:
             return False
         matched = matched or hit

@@ -24,7 +24,8 @@ from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport
 from ddtree_deploy.transport.hops import BadRoute, Hop, resolve_route
 from ddtree_deploy.transport.launch import agent_line
-from ddtree_deploy.transport.ssh_hops import close_route, open_route, read_ssh_config
+from ddtree_deploy.transport.ssh_config import read_ssh_config
+from ddtree_deploy.transport.ssh_hops import close_route, open_route
 
 END_LINE = END.encode()
 

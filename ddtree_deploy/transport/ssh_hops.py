@@ -13,45 +13,22 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import paramiko
 
-from ddtree_deploy.errors import ConnectError, HostKeyError, RouteError
+from ddtree_deploy.errors import ConnectError, HostKeyError
 from ddtree_deploy.transport.hops import Hop
 from ddtree_deploy.transport.known_hosts import (
+    KnownHostsFile,
     KnownKey,
-    find_known_keys,
     fingerprint,
     judge_key,
     preferred_algorithms,
 )
-
-SSH_CONFIG_ENV = "DDTREE_DEPLOY_SSH_CONFIG"
-USER_SSH_CONFIG = "~/.ssh/config"
-SYSTEM_SSH_CONFIG = "/etc/ssh/ssh_config"
-
-
-def read_ssh_config(host_name: str) -> paramiko.SSHConfig:
-    """`$DDTREE_DEPLOY_SSH_CONFIG` alone (as `ssh -F FILE`), else ~/.ssh/config then
-    /etc/ssh/ssh_config (either may be absent); raises RouteError for an unreadable file."""
-    override = os.environ.get(SSH_CONFIG_ENV)
-    paths = [override] if override else [USER_SSH_CONFIG, SYSTEM_SSH_CONFIG]
-    config = paramiko.SSHConfig()
-    for name in paths:
-        path = Path(os.path.expanduser(name))
-        if not path.is_file():
-            if override:
-                raise RouteError(host_name, f"{SSH_CONFIG_ENV}={override}: no such file")
-            continue
-        try:
-            with path.open(encoding="utf-8") as fh:
-                config.parse(fh)
-        except (OSError, UnicodeDecodeError, paramiko.SSHException) as exc:
-            raise RouteError(host_name, f"ssh_config {path}: {exc}") from None
-    return config
 
 
 def open_route(host_name: str, hops: tuple[Hop, ...]) -> list[paramiko.SSHClient]:
@@ -152,14 +129,36 @@ def read_known_keys(hop: Hop) -> tuple[list[KnownKey], list[str]]:
     known: list[KnownKey] = []
     read: list[str] = []
     for name in hop.known_hosts_files:
-        path = Path(os.path.expanduser(name))
+        parsed = _known_hosts_file(Path(os.path.expanduser(name)))
+        if parsed is not None:
+            read.append(parsed.source)
+            known += parsed.keys_for(hop.known_name)
+    return known, read
+
+
+def _known_hosts_file(path: Path) -> KnownHostsFile | None:
+    """`path` parsed, once per run while its stat is unchanged (every host of a fleet
+    asks the same files); None when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    with _KNOWN_LOCK:  # one parse however many hosts' threads ask at once
+        cached = _KNOWN_FILES.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            continue
-        read.append(str(path))
-        known += find_known_keys(text, str(path), hop.known_name)
-    return known, read
+            return None
+        parsed = KnownHostsFile(text, str(path))
+        _KNOWN_FILES[path] = (stamp, parsed)
+    return parsed
+
+
+_KNOWN_FILES: dict[Path, tuple[tuple[int, int, int, int], KnownHostsFile]] = {}
+_KNOWN_LOCK = threading.Lock()
 
 
 def _preferring(known: list[KnownKey]) -> Callable[..., paramiko.Transport]:

@@ -10,12 +10,14 @@ import paramiko
 import pytest
 
 from ddtree_deploy.transport.known_hosts import (
+    KnownHostsFile,
     find_known_keys,
     fingerprint,
     judge_key,
     known_name,
     preferred_algorithms,
 )
+from ddtree_deploy.transport.ssh_hops import _known_hosts_file
 
 
 def _keypair(tmp_path: Path, name: str, kind: str = "ed25519") -> tuple[paramiko.PKey, str]:
@@ -86,3 +88,35 @@ def test_known_key_types_are_asked_for_first(tmp_path):
 @pytest.mark.parametrize("port, name", [(22, "h"), (2222, "[h]:2222")])
 def test_known_name(port, name):
     assert known_name("h", port) == name
+
+
+def test_one_parse_serves_every_name_in_line_order(tmp_path):
+    """A fleet's file is parsed once (KnownHostsFile): plain names from the index, hashed
+    names and patterns matched per name, the keys in line order whichever way they came."""
+    key, public = _keypair(tmp_path, "k")
+    hashed = paramiko.HostKeys.hash_host("gpu.lab")
+    parsed = KnownHostsFile(
+        f"*.lab {public}\nother,GPU.lab,Gpu.Lab {public}\n{hashed} {public}\n"
+        f"|1|not-base64!|x== {public}\n|1|c2FsdA==|aGFzaA== {public}\n"
+        f"@revoked gpu.lab {public}\nnothere {public}\n",
+        "f",
+    )
+    assert [k.where for k in parsed.keys_for("gpu.lab")] == ["f:1", "f:2", "f:3", "f:6"]
+    assert [k.where for k in parsed.keys_for("GPU.LAB")] == ["f:1", "f:2", "f:6"]  # hashed: exact
+    assert [k.where for k in parsed.keys_for("other")] == ["f:2"]
+    assert parsed.keys_for("nothere.lab")[0].where == "f:1" and parsed.keys_for("x") == []
+    assert judge_key(parsed.keys_for("gpu.lab"), key).status == "revoked"
+    assert find_known_keys(f"{hashed} {public}\n", "f", "gpu.lab")[0].where == "f:1"
+
+
+def test_a_known_hosts_file_is_read_once_while_unchanged(tmp_path):
+    key, public = _keypair(tmp_path, "k")
+    other_key, other = _keypair(tmp_path, "o")
+    path = tmp_path / "known_hosts"
+    path.write_text(f"h {public}\n")
+    first = _known_hosts_file(path)
+    assert first is not None and _known_hosts_file(path) is first
+    path.write_text(f"h {public}\nh2 {other}\n")  # a key added while a run goes on is seen
+    second = _known_hosts_file(path)
+    assert second is not first and judge_key(second.keys_for("h2"), other_key).status == "ok"
+    assert _known_hosts_file(tmp_path / "missing") is None and _known_hosts_file(tmp_path) is None
