@@ -64,7 +64,7 @@ def find_known_keys(text: str, source: str, name: str) -> list[KnownKey]:
 
 @dataclass(frozen=True)
 class _Line:
-    """One host-key line: where it is, its marker, its name patterns, its key fields."""
+    """One host-key line: where it is, whether it is @revoked, its names, its key fields."""
 
     lineno: int
     revoked: bool
@@ -76,9 +76,11 @@ class KnownHostsFile:
     """A known_hosts file read once for a whole fleet.
 
     Every host's connect asks the same files, and a fleet's files list every host, so a scan
-    per host grew as hosts² (1,000 hosts: 3.4 s of controller CPU for plain names, 8 s for
-    hashed ones). Lines whose names are all plain are indexed by name; the others (hashed,
-    patterns, negations) are matched per lookup, hashed ones with their salt decoded once.
+    per host grew as hosts² (1,000 plain lines: 3.4 s of controller CPU for 1,000 hosts).
+    Lines whose names are all plain are indexed by lowercased name; the others (hashed,
+    patterns, negations) are matched per lookup. A salted hashed name cannot be indexed, so
+    it stays one HMAC per line and host, as in OpenSSH, with the salt and digest decoded
+    once: ≈ 3 µs a line here, against ≈ 8 µs through Paramiko's `hash_host`.
     """
 
     def __init__(self, text: str, source: str):
