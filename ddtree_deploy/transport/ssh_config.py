@@ -20,7 +20,6 @@ with every kind of block.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import types
 from collections.abc import Mapping
@@ -30,14 +29,13 @@ from typing import Any
 import paramiko
 
 from ddtree_deploy.errors import RouteError
+from ddtree_deploy.transport.filecache import FileCache, identity
 
 SSH_CONFIG_ENV = "DDTREE_DEPLOY_SSH_CONFIG"
 USER_SSH_CONFIG = "~/.ssh/config"
 SYSTEM_SSH_CONFIG = "/etc/ssh/ssh_config"
 
 _FNMATCH_SPECIAL = frozenset("*?[")
-# A file and its identity for the cache (None: missing or not a regular file).
-_Stamp = tuple[str, tuple[int, int, int, int] | None]
 
 
 class FleetSSHConfig:
@@ -87,37 +85,17 @@ class FleetSSHConfig:
 
 def read_ssh_config(host_name: str) -> FleetSSHConfig:
     """`$DDTREE_DEPLOY_SSH_CONFIG` alone (as `ssh -F FILE`), else ~/.ssh/config then
-    /etc/ssh/ssh_config (either may be absent), parsed once while their stat is unchanged;
+    /etc/ssh/ssh_config (either may be absent), parsed once while they are unchanged;
     raises RouteError naming `host_name` for a missing override or an unreadable file."""
     override = os.environ.get(SSH_CONFIG_ENV)
     names = [override] if override else [USER_SSH_CONFIG, SYSTEM_SSH_CONFIG]
     paths = [Path(os.path.expanduser(name)) for name in names]
-    stamps = tuple(_stamp(path) for path in paths)
-    if override and stamps[0][1] is None:
+    if override and identity(paths[0]) is None:
         raise RouteError(host_name, f"{SSH_CONFIG_ENV}={override}: no such file")
-    with _PARSED_LOCK:  # one parse however many hosts' threads ask at once
-        parsed = _PARSED.get(stamps)
-        if parsed is None:
-            present = [path for path, (_, identity) in zip(paths, stamps, strict=True) if identity]
-            parsed = FleetSSHConfig(_parse(host_name, present))
-            _PARSED.clear()  # files changed: the old parse will not be asked for again
-            _PARSED[stamps] = parsed
-    return parsed
+    return _PARSED.get(paths, lambda present: FleetSSHConfig(_parse(host_name, present)))
 
 
-_PARSED: dict[tuple[_Stamp, ...], FleetSSHConfig] = {}
-_PARSED_LOCK = threading.Lock()
-
-
-def _stamp(path: Path) -> _Stamp:
-    """The file's path and identity (device, inode, mtime, size); None: not a file."""
-    try:
-        st = path.stat()
-    except OSError:
-        return (str(path), None)
-    if not stat.S_ISREG(st.st_mode):
-        return (str(path), None)
-    return (str(path), (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size))
+_PARSED: FileCache[FleetSSHConfig] = FileCache()
 
 
 def _parse(host_name: str, paths: list[Path]) -> paramiko.SSHConfig:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import paramiko
 
 from ddtree_deploy.errors import ConnectError, HostKeyError
+from ddtree_deploy.transport.filecache import FileCache
 from ddtree_deploy.transport.hops import Hop
 from ddtree_deploy.transport.known_hosts import (
     KnownHostsFile,
@@ -137,28 +137,22 @@ def read_known_keys(hop: Hop) -> tuple[list[KnownKey], list[str]]:
 
 
 def _known_hosts_file(path: Path) -> KnownHostsFile | None:
-    """`path` parsed, once per run while its stat is unchanged (every host of a fleet
-    asks the same files); None when it cannot be read."""
+    """`path` parsed, once while it is unchanged (every host of a fleet asks the same
+    files); None when it cannot be read."""
+    return _KNOWN_FILES.get([path], _parse_known_hosts)
+
+
+def _parse_known_hosts(present: list[Path]) -> KnownHostsFile | None:
+    if not present:
+        return None
     try:
-        st = path.stat()
+        text = present[0].read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-    with _KNOWN_LOCK:  # one parse however many hosts' threads ask at once
-        cached = _KNOWN_FILES.get(path)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-        parsed = KnownHostsFile(text, str(path))
-        _KNOWN_FILES[path] = (stamp, parsed)
-    return parsed
+    return KnownHostsFile(text, str(present[0]))
 
 
-_KNOWN_FILES: dict[Path, tuple[tuple[int, int, int, int], KnownHostsFile]] = {}
-_KNOWN_LOCK = threading.Lock()
+_KNOWN_FILES: FileCache[KnownHostsFile | None] = FileCache()
 
 
 def _preferring(known: list[KnownKey]) -> Callable[..., paramiko.Transport]:

@@ -12,6 +12,7 @@ import pytest
 
 from ddtree_deploy.errors import RouteError
 from ddtree_deploy.transport import ssh_config
+from ddtree_deploy.transport.filecache import FileCache
 from ddtree_deploy.transport.ssh_config import FleetSSHConfig, read_ssh_config
 
 # Every kind of block Paramiko knows, around literal blocks an inventory tool would write.
@@ -102,7 +103,7 @@ def two_files(tmp_path, monkeypatch):
     monkeypatch.delenv(ssh_config.SSH_CONFIG_ENV, raising=False)
     monkeypatch.setattr(ssh_config, "USER_SSH_CONFIG", str(user))
     monkeypatch.setattr(ssh_config, "SYSTEM_SSH_CONFIG", str(system))
-    monkeypatch.setattr(ssh_config, "_PARSED", {})
+    monkeypatch.setattr(ssh_config, "_PARSED", FileCache())
     return user, system
 
 
@@ -146,7 +147,7 @@ def test_canonicalization_looks_up_over_every_block(tmp_path, monkeypatch):
     override = tmp_path / "canon"
     override.write_text(text)
     monkeypatch.setenv(ssh_config.SSH_CONFIG_ENV, str(override))
-    monkeypatch.setattr(ssh_config, "_PARSED", {})
+    monkeypatch.setattr(ssh_config, "_PARSED", FileCache())
     fleet = read_ssh_config("h")
     assert not fleet.narrowing
     assert dict(fleet.lookup("gpu1")) == dict(paramiko.SSHConfig.from_text(text).lookup("gpu1"))
@@ -175,7 +176,7 @@ def test_the_files_are_parsed_once_until_one_changes(two_files, monkeypatch):
 
 
 def test_bad_files_are_one_clear_error_each_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(ssh_config, "_PARSED", {})
+    monkeypatch.setattr(ssh_config, "_PARSED", FileCache())
     monkeypatch.setenv(ssh_config.SSH_CONFIG_ENV, str(tmp_path / "missing"))
     with pytest.raises(RouteError, match="DDTREE_DEPLOY_SSH_CONFIG=.*missing: no such file"):
         read_ssh_config("gpu1")
