@@ -42,9 +42,10 @@ class FleetSSHConfig:
     """Parsed ssh_config files with lookups narrowed to the blocks that can apply.
 
     Narrowing reads Paramiko's parsed blocks (`SSHConfig._config`: a list of dicts, each
-    with `host` or `matches`, and `config`). When they are not in that
-    shape, or any block turns on CanonicalizeHostname (whose second pass looks up another
-    name), every lookup is Paramiko's over all blocks: slower, never different.
+    with `host` or `matches`, and `config`). When they are not in that shape, or a block
+    sets CanonicalizeHostname (whose second pass looks up another name), every lookup is
+    Paramiko's over all blocks: slower, never different. Answers are kept per alias (a
+    bastion is looked up once, not once per host behind it).
     """
 
     def __init__(self, config: paramiko.SSHConfig):
