@@ -52,16 +52,6 @@ def fingerprint(key: paramiko.PKey) -> str:
     return str(key.fingerprint)
 
 
-def find_known_keys(text: str, source: str, name: str) -> list[KnownKey]:
-    """The keys `text` (a known_hosts file named `source`) lists for `name`.
-
-    Hashed names (`|1|salt|hash`), patterns (`*`, `?`, negated `!`) and `@revoked` lines
-    count; `@cert-authority` lines (host certificates) are skipped, as are lines Paramiko
-    cannot read (OpenSSH skips those too).
-    """
-    return KnownHostsFile(text, source).keys_for(name)
-
-
 @dataclass(frozen=True)
 class _Line:
     """One host-key line: where it is, whether it is @revoked, its names, its key fields."""
@@ -103,7 +93,12 @@ class KnownHostsFile:
                 self._scanned.append((line, [_matcher(pattern) for pattern in patterns]))
 
     def keys_for(self, name: str) -> list[KnownKey]:
-        """The keys listed for `name`, in line order (undecodable keys left out)."""
+        """The keys the file lists for `name`, in line order.
+
+        Hashed names (`|1|salt|hash`), patterns (`*`, `?`, negated `!`) and `@revoked` lines
+        count; `@cert-authority` lines (host certificates) are skipped, as are keys Paramiko
+        cannot read (OpenSSH skips those too).
+        """
         lines = list(self._by_name.get(name.lower(), ()))
         lines += [line for line, matchers in self._scanned if _names_match(matchers, name)]
         lines.sort(key=lambda line: line.lineno)

@@ -11,13 +11,17 @@ import pytest
 
 from ddtree_deploy.transport.known_hosts import (
     KnownHostsFile,
-    find_known_keys,
     fingerprint,
     judge_key,
     known_name,
     preferred_algorithms,
 )
 from ddtree_deploy.transport.ssh_hops import _known_hosts_file
+
+
+def find_known_keys(text: str, source: str, name: str):
+    """The keys `text` (a known_hosts file named `source`) lists for `name`."""
+    return KnownHostsFile(text, source).keys_for(name)
 
 
 def _keypair(tmp_path: Path, name: str, kind: str = "ed25519") -> tuple[paramiko.PKey, str]:

@@ -114,20 +114,21 @@ def test_every_lookup_equals_paramiko_over_the_whole_files(two_files):
     for alias in ALIASES:
         assert dict(fleet.lookup(alias)) == dict(whole.lookup(alias)), alias
     # the answers are what the files say, not only what Paramiko says
+    # every IdentityFile in file order; the Match on the HostName a block above set applies
     home = os.path.expanduser("~/.ssh")
     assert fleet.lookup("gpu1")["identityfile"] == [
         f"{home}/first",
         f"{home}/gpu1",
         f"{home}/by-hostname",
         f"{home}/gpu1-again",
-    ]  # fmt: skip (every file's in order; a Match on the HostName set above it applies)
+    ]
     assert (fleet.lookup("gpu1")["user"], fleet.lookup("gpu2")["user"]) == ("one", "wildcard")
     assert "proxyjump" not in fleet.lookup("gpu3") and fleet.lookup("gpu2")["port"] == "2202"
 
 
 def test_the_files_exercise_every_block_a_narrowed_lookup_must_keep(two_files):
     """The control: a lookup over the alias's literal blocks alone differs from Paramiko's
-    for most aliases, so the equality above holds because the other blocks were kept."""
+    for every alias, so the equality above holds because the other blocks were kept."""
     fleet = read_ssh_config("h")
     whole = _paramiko_over_all(USER_CONFIG, SYSTEM_CONFIG)
     literal_only = [
