@@ -18,7 +18,12 @@ REAL_SERVICE_READY_TIMEOUT_S = 240
 # tokens takes ~5 s), and allowing DDTree's known CPU cost: on the 4-layer target DDTree
 # 1.1.0 serves ~18% fewer tokens/s than DFLASH (a 9-wide tree verify and a Python tree
 # builder per step buy 0.09 more accepted tokens), which a GPU's wide verify does not pay.
-# A user whose hardware makes a patch trade speed for something else sets the same key.
+# A user whose hardware makes a patch trade speed for something else sets the same keys.
+# The two allowances say one thing: half the tokens/s is twice the time a request takes.
+# With the default 1.5 the p95 check allowed less than the tokens/s one, on the noisiest
+# number the gate reads (the p95 of 24 replay latencies is the 23rd: one stalled request
+# on the 2 shared cores moves it): a CI run failed x2.53 > x1.99 on replays whose tokens/s
+# (-36.5%) passed, where a quiet push measures x1.02-1.03 (docs/gate.md).
 REAL_SERVER_GATE: dict[str, Any] = {
     "mode": "off",
     "max_new_tokens": 32,
@@ -29,6 +34,7 @@ REAL_SERVER_GATE: dict[str, Any] = {
     "bake_s": 8,
     "request_timeout_s": 10,
     "max_tokens_per_s_regression": 0.5,
+    "max_p95_latency_ratio": 2.0,  # = 1 / (1 - 0.5)
 }
 
 
