@@ -1,7 +1,7 @@
 """ddtree 1.1.0 keeps 1.0.0's payload, adds the worker files, and its diffs are well formed.
 
-That the diffs apply to pristine sglang with zero fuzz is proven by `patchset lock`
-(and re-checked here with GNU patch when the pristine source is at hand).
+That the diffs apply to pristine sglang with zero fuzz is proven by `patchset lock`, and
+re-checked here with GNU patch on the pinned wheel's own files (fetched once into the cache).
 """
 
 from __future__ import annotations
@@ -9,16 +9,18 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from ddtree_deploy.patchset import load_patchset
+from ddtree_deploy.patchset.materialize import digest, fetch_wheel
 from tests.ddtree.test_ddtree_patches import HUNK_HEADER
 from tests.support import patchset_file
 
 ROOT = Path(__file__).resolve().parents[2] / "patchsets" / "ddtree"
 V100, V110 = ROOT / "1.0.0", ROOT / "1.1.0"
-PRISTINE = Path("/tmp/sgl/src")
 NEW_FILES = {"ddtree_worker_utils.py", "ddtree_info.py"}
 
 
@@ -59,21 +61,34 @@ def test_110_diff_is_one_file_with_exact_counts(entry: dict) -> None:
         assert old_left == new_left == 0
 
 
-@pytest.mark.skipif(
-    not PRISTINE.is_dir() or shutil.which("patch") is None, reason="no pristine sglang source"
-)
-def test_110_diffs_apply_to_pristine_with_zero_fuzz(tmp_path: Path) -> None:
-    for entry in manifest(V110)["file"]:
-        if "patch" not in entry:
-            continue
-        target = tmp_path / entry["path"]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(PRISTINE / entry["path"], target)
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    """sglang/ of the pinned 0.5.13.post1 wheel, extracted: the files the diffs are against.
+    (This test once read them from a path only a developer's machine had, and skipped
+    everywhere else, CI included.)"""
+    wheel = fetch_wheel(load_patchset(V110).spec.target)
+    root = tmp_path_factory.mktemp("sglang-pinned")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root, [n for n in archive.namelist() if n.startswith("sglang/")])
+    return root
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU patch")
+def test_110_diffs_apply_to_pristine_with_zero_fuzz_and_match_the_lock(pristine: Path) -> None:
+    patchset = load_patchset(V110)
+    assert patchset.spec.target.version == "0.5.13.post1"
+    lock = patchset.require_lock()
+    patched = [entry for entry in patchset.spec.files if entry.kind != "new"]
+    assert patched, "1.1.0 patches sglang's own files"
+    for entry in patched:
+        target = pristine / entry.path
+        assert digest(target.read_bytes()) == lock.files[entry.path].base_sha256, entry.path
         done = subprocess.run(
-            ["patch", "-p1", "-F0", "-i", str(patchset_file(V110, entry["path"]))],
-            cwd=tmp_path,
+            ["patch", "-p1", "-F0", "--no-backup-if-mismatch", "-d", str(pristine),
+             "-i", str(patchset_file(V110, entry.path))],
             capture_output=True,
             text=True,
-        )
+        )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         assert "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
+        assert digest(target.read_bytes()) == lock.files[entry.path].result_sha256, entry.path
