@@ -19,7 +19,6 @@ import pytest
 
 from tests.ddtree.test_ddtree_worker_class import make_patched_venv
 
-MODELS = sorted(Path("/opt/ddtree-sandbox").glob("models-*"))
 PROBE = """
 import json, sys
 from types import SimpleNamespace
@@ -55,29 +54,40 @@ print(json.dumps(out))
 """
 
 
-def resolve(tmp_path: Path, version: str, configs: list[tuple[int, int, float]]) -> list[dict]:
+@pytest.fixture(scope="module")
+def models() -> Path:
+    """The sandbox's tiny models, built if missing (about 10 s). This test once looked for
+    them in the cache and skipped without them: on a fresh CI machine, where the serving
+    tests that build them run later, it never ran."""
+    from ddtree_sandbox import ensure_base_env
+    from ddtree_sandbox.models import ensure_models
+
+    return ensure_models(ensure_base_env()).root
+
+
+def resolve(
+    tmp_path: Path, models: Path, version: str, configs: list[tuple[int, int, float]]
+) -> list[dict]:
     """Return per (budget, max running requests, mem fraction) what ServerArgs resolved."""
     python = make_patched_venv(tmp_path / f"venv-{version}", version)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [str(python), "-W", "ignore", "-c", PROBE, str(MODELS[-1]), json.dumps(configs)],
+        [str(python), "-W", "ignore", "-c", PROBE, str(models), json.dumps(configs)],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not MODELS, reason="no sandbox models (/opt/ddtree-sandbox/models-*)")
-def test_119_reserves_less_than_the_draft_block_writes(tmp_path: Path):
-    (small,) = resolve(tmp_path, "1.1.9", [(1, 8, 0.8)])
+def test_119_reserves_less_than_the_draft_block_writes(tmp_path: Path, models: Path):
+    (small,) = resolve(tmp_path, models, "1.1.9", [(1, 8, 0.8)])
     assert small == {"block": 4, "width": 2, "reserved": 2, "row_headroom": 6}
     assert small["reserved"] < small["block"]  # the draft allocates 4 slots, 2 reserved
 
 
-@pytest.mark.skipif(not MODELS, reason="no sandbox models (/opt/ddtree-sandbox/models-*)")
-def test_1110_reserves_the_draft_block_and_caps_the_workspace(tmp_path: Path):
+def test_1110_reserves_the_draft_block_and_caps_the_workspace(tmp_path: Path, models: Path):
     small, usual, refused = resolve(
-        tmp_path, "1.1.10", [(1, 8, 0.8), (8, 8, 0.8), (1024, 100_000, 0.999)]
+        tmp_path, models, "1.1.10", [(1, 8, 0.8), (8, 8, 0.8), (1024, 100_000, 0.999)]
     )
     assert small == {"block": 4, "width": 4, "reserved": 4, "row_headroom": 8}
     assert usual == {"block": 4, "width": 9, "reserved": 9, "row_headroom": 13}  # as 1.1.9
