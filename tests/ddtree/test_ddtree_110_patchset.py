@@ -7,15 +7,13 @@ re-checked here with GNU patch on the pinned wheel's own files (fetched once int
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tomllib
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from ddtree_deploy.patchset import load_patchset
-from ddtree_deploy.patchset.materialize import digest, fetch_wheel
+from tests.ddtree.gnu_patch import assert_diffs_apply_at_zero_fuzz, extract_sglang
 from tests.ddtree.test_ddtree_patches import HUNK_HEADER
 from tests.support import patchset_file
 
@@ -61,34 +59,10 @@ def test_110_diff_is_one_file_with_exact_counts(entry: dict) -> None:
         assert old_left == new_left == 0
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    """sglang/ of the pinned 0.5.13.post1 wheel, extracted: the files the diffs are against.
-    (This test once read them from a path only a developer's machine had, and skipped
-    everywhere else, CI included.)"""
-    wheel = fetch_wheel(load_patchset(V110).spec.target)
-    root = tmp_path_factory.mktemp("sglang-pinned")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(root, [n for n in archive.namelist() if n.startswith("sglang/")])
-    return root
-
-
 @pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU patch")
-def test_110_diffs_apply_to_pristine_with_zero_fuzz_and_match_the_lock(pristine: Path) -> None:
-    patchset = load_patchset(V110)
-    assert patchset.spec.target.version == "0.5.13.post1"
-    lock = patchset.require_lock()
-    patched = [entry for entry in patchset.spec.files if entry.kind != "new"]
-    assert patched, "1.1.0 patches sglang's own files"
-    for entry in patched:
-        target = pristine / entry.path
-        assert digest(target.read_bytes()) == lock.files[entry.path].base_sha256, entry.path
-        done = subprocess.run(
-            ["patch", "-p1", "-F0", "--no-backup-if-mismatch", "-d", str(pristine),
-             "-i", str(patchset_file(V110, entry.path))],
-            capture_output=True,
-            text=True,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
-        assert digest(target.read_bytes()) == lock.files[entry.path].result_sha256, entry.path
+def test_110_diffs_apply_to_pristine_with_zero_fuzz_and_match_the_lock(tmp_path: Path) -> None:
+    # on the pinned wheel's files: this test once read them from a path only a developer's
+    # machine had, and skipped everywhere else, CI included
+    assert load_patchset(V110).spec.target.version == "0.5.13.post1"
+    pristine = extract_sglang(V110, tmp_path)
+    assert assert_diffs_apply_at_zero_fuzz(V110, pristine) == 3  # spec_info, server_args, worker

@@ -5,15 +5,13 @@ silent on what it can). Serving is proven on real servers in tests/serving_v2.""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import zipfile
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from ddtree_deploy.patchset import check_sources, load_patchset
-from ddtree_deploy.patchset.materialize import digest, fetch_wheel
+from tests.ddtree.gnu_patch import assert_diffs_apply_at_zero_fuzz, extract_sglang
 from tests.support import REPO, load_module, patchset_file
 
 DDTREE_210 = REPO / "patchsets" / "ddtree" / "2.1.0"
@@ -68,22 +66,5 @@ def test_a_window_no_wider_than_the_block_keeps_a_draft_window(checks):
 
 @pytest.mark.skipif(shutil.which("patch") is None, reason="needs GNU patch")
 def test_diffs_apply_with_zero_fuzz_and_offset_and_match_the_lock(tmp_path: Path):
-    patchset = load_patchset(DDTREE_210)
-    check_sources(patchset)
-    lock = patchset.require_lock()
-    with zipfile.ZipFile(fetch_wheel(patchset.spec.target)) as archive:
-        archive.extractall(tmp_path, [n for n in archive.namelist() if n.startswith("sglang/")])
-    for entry in patchset.spec.files:
-        target = tmp_path / entry.path
-        if entry.kind == "new":
-            assert not target.exists(), f"{entry.path} already exists in sglang 0.5.23"
-            continue
-        diff = patchset_file(DDTREE_210, entry.path).read_text()
-        assert digest(target.read_bytes()) == lock.files[entry.path].base_sha256
-        done = subprocess.run(
-            ["patch", "-p1", "-F0", "--no-backup-if-mismatch", "-d", str(tmp_path)],
-            input=diff, capture_output=True, text=True,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
-        assert digest(target.read_bytes()) == lock.files[entry.path].result_sha256
+    check_sources(load_patchset(DDTREE_210))
+    assert assert_diffs_apply_at_zero_fuzz(DDTREE_210, extract_sglang(DDTREE_210, tmp_path))
