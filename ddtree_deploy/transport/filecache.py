@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
-# A file's identity: device, inode, mtime (ns), size; None when it is not a regular file.
-Identity = tuple[int, int, int, int] | None
+# A file's identity: device, inode, mtime, ctime (ns), size; None when it is not a regular
+# file. ctime too: a chmod, or a rewrite whose mtime was set back, moves only ctime.
+Identity = tuple[int, int, int, int, int] | None
 
 
 def identity(path: Path) -> Identity:
@@ -22,7 +23,7 @@ def identity(path: Path) -> Identity:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 class FileCache(Generic[T]):
