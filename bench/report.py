@@ -140,10 +140,11 @@ def render_b(b: dict, rtt_ms: object) -> list[str]:
         "",
         "Controller CPU: the `ddtree-deploy` process (RUSAGE_CHILDREN). Proxies: the delay",
         "proxies' threads (the bench process). Rest: the machine's busy CPU minus both: the",
-        "sandbox hosts' sshd, agents and service commands, plus other sessions' work.",
-        "`bench/host_cpu.py` splits the rest by process (BSD process accounting): per host",
-        "the agent ≈ 0.3 s, the service's stop/start/status ≈ 0.1 s, sshd ≈ 0.02 s",
-        "(bench/NOTES.md, session 10).",
+        "sandbox hosts' sshd, agents and service commands, plus any other work on the",
+        "machine. `bench/host_cpu.py` splits the rest by process (BSD process accounting):",
+        "at 16 hosts on a quiet machine, per host, the agent 0.116 s, processes still running",
+        "at the end (the new servers) 0.056 s, the service's stop/start/status 0.035 s, sshd",
+        "0.002 s (bench/NOTES.md, session 17).",
         "",
         "| hosts | median s | min s | max s | runs | × 1 host (paired) | controller CPU s/host"
         " | proxies CPU s/host | rest CPU s/host | load 1m |",
@@ -318,7 +319,7 @@ def render(results: dict, png_name: str | None) -> str:
         f"{setup.get('memory_used_mib_at_start', '?')} MiB), {setup.get('date')}, bench wall "
         f"{walls}; 1-minute load average {setup.get('load_average_at_start', '?')} at the "
         f"start and {setup.get('load_average_at_end', '?')} at the end, and per run in the "
-        "tables (other sessions' test suites shared the two cores).",
+        "tables (the two cores serve whatever else runs on the machine too).",
         "",
         *machine_speed_line(setup),
     ]
