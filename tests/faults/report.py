@@ -150,14 +150,19 @@ def render(
         f"included): {sum(v[0] == 'passed' for v in in_default)}/{len(default_tests)} passed, "
         f"{sum(v[1] for v in in_default):.0f} s of test time.",
         "",
-        *_explanations(),
+        *_explanations(_count(results, "test_bad_input.py")),
     ]
     if wall_s is not None:
         lines += ["", f"Whole run: {wall_s:.0f} s wall on the machine that generated this."]
     return "\n".join(lines) + "\n"
 
 
-def _explanations() -> list[str]:
+def _count(results: dict[str, tuple[str, float]], module: str) -> int:
+    """How many of the results are `module`'s tests (its parametrized cases each count)."""
+    return sum(key.startswith(module + "::") for key in results)
+
+
+def _explanations(bad_input_cases: int) -> list[str]:
     return [
         "What they prove:",
         "",
@@ -167,8 +172,9 @@ def _explanations() -> list[str]:
         "controller's rollback over a new connection waits for that orphan instead of "
         "restoring first and being overwritten. The backup is re-verified by the install op "
         "before the first site-packages write.",
-        "- *Bad input*: 34 cases (inventory, targets, options, patchset, diff, lock, binary "
-        "and oversized files, non-UTF-8 names, wrong sglang version, unknown and changed host "
+        f"- *Bad input*: {bad_input_cases or 'its'} cases (inventory, targets, options, "
+        "patchset, diff, lock, a tampered shared blob, binary and oversized files, non-UTF-8 "
+        "names, wrong sglang version, unknown and changed host "
         "keys, drift) each give one clear message and exit 2, and the host's state dir and "
         "site-packages hash the same before and after.",
         "- *Security*: a symlink out of site-packages (file or directory) is refused with exit "
@@ -181,6 +187,17 @@ def _explanations() -> list[str]:
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",
     ]
+
+
+def _junit_runs(junits: list[Path]) -> str:
+    """One line naming the rendered runs: when each began and its pytest time."""
+    runs = [
+        f"{suite.get('timestamp', '?')[:16].replace('T', ' ')} UTC, "
+        f"{float(suite.get('time', 0)):.0f} s"
+        for junit in junits
+        for suite in ET.parse(junit).getroot().iter("testsuite")
+    ]
+    return "Rendered from JUnit files of runs (start, pytest time): " + "; ".join(runs) + "."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     if not junits:
         junits = [Path(tempfile.mkdtemp()) / "faults.xml"]
         wall_s = run_tests(junits[0], args.default_only, args.soak)
-    args.out.write_text(render(read_results(*junits), wall_s, default_ids()))
+    text = render(read_results(*junits), wall_s, default_ids())
+    if args.junit:
+        text += "\n" + _junit_runs(junits) + "\n"
+    args.out.write_text(text)
     print(f"wrote {args.out}")
     return 0
 
