@@ -50,10 +50,43 @@ def list_patchsets_cmd(run: RunContext, patchsets_dir: PatchsetsDirOpt = None) -
 
 @patchset_app.command("lock")
 @local_command
-def lock(run: RunContext, ref: RefArg, patchsets_dir: PatchsetsDirOpt = None) -> None:
-    """Materialise every file from the pristine pinned wheel and write patchset.lock.json."""
+def lock(
+    run: RunContext,
+    ref: RefArg,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Rewrite an existing lock. Only for a version that was never pushed to any "
+            "host: a pushed version never changes (make a new one with `patchset new` or "
+            "`patchset port`).",
+        ),
+    ] = False,
+    upgrade: Annotated[
+        bool,
+        typer.Option(
+            "--upgrade",
+            help="Add the patchset.toml record to a lock written before locks held one; no "
+            "file hash changes. Review patchset.toml first: the record pins it as it is.",
+        ),
+    ] = False,
+    patchsets_dir: PatchsetsDirOpt = None,
+) -> None:
+    """Materialise every file from the pristine pinned wheel and write patchset.lock.json.
+
+    A version that already has a lock is refused (exit 2): a locked version never changes.
+    """
+    from ddtree_deploy.patchset.lock import record_spec
+
+    if force and upgrade:
+        raise PatchsetError("give --force or --upgrade, not both")
     ps = resolve_patchset(patchsets_dir or default_patchsets_dir(), ref)
-    written = write_lock(ps)
+    if upgrade:
+        upgraded = record_spec(ps)
+        message = f"upgraded the lock of {ps.ref}: patchset.toml recorded ({upgraded.spec_sha256})"
+        run.console.print(message, markup=False)
+        return
+    written = write_lock(ps, replace=force)
     message = f"locked {ps.ref}: {len(written.files)} files against {written.wheel}"
     run.console.print(message, markup=False)
 

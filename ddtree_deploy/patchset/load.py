@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ SPEC_NAME = "patchset.toml"
 
 @dataclass(frozen=True)
 class Patchset:
-    """A patchset directory: its spec, its lock (if written), where it lives."""
+    """A patchset directory: its spec, its lock (if written), where it lives, and the parsed
+    patchset.toml the spec was read from (`spec_data`, which the lock pins)."""
 
     root: Path
     spec: PatchsetSpec
     lock: PatchsetLock | None
+    spec_data: Mapping[str, Any] = field(compare=False, repr=False)
 
     @property
     def ref(self) -> str:
@@ -113,7 +116,7 @@ def load_patchset(root: Path) -> Patchset:
     except tomllib.TOMLDecodeError as exc:
         raise PatchsetError(f"{spec_path}: cannot parse: {exc}") from None
     spec = parse_patchset(raw, spec_path)
-    return Patchset(root=root, spec=spec, lock=_load_lock(root / LOCK_NAME))
+    return Patchset(root=root, spec=spec, lock=_load_lock(root / LOCK_NAME), spec_data=raw)
 
 
 def parse_patchset(raw: dict[str, Any], spec_path: Path) -> PatchsetSpec:

@@ -219,7 +219,7 @@ def add_entry(root: Path, path: str, kind: str, source: str, text: str) -> None:
     spec = root / "patchset.toml"
     table = f'[[file]]\npath = "{path}"\n{kind} = "{source}"\n\n[smoke]'
     spec.write_text(spec.read_text().replace("[smoke]", table, 1))
-    write_lock(load_patchset(root))
+    write_lock(load_patchset(root), replace=True)
 
 
 def test_a_file_gone_from_the_release_stops_the_port(tmp_path):

@@ -164,6 +164,9 @@ def without_references(patchsets: Path, version: str = "1.1.0") -> Path:
     start = text.index("references = [")
     end = text.index("]", start) + 1
     spec.write_text(text[:start] + "references = []" + text[end:])
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
+    write_lock(load_patchset(out / "ddtree" / version), replace=True)  # the lock pins [lossless]
     return out
 
 
