@@ -47,6 +47,16 @@ class Patchset:
         return self.lock
 
 
+def new_version_hint(ref: str) -> str:
+    """Return the advice every drift error ends with: a locked version never changes."""
+    return (
+        f"{ref} is locked and a locked version never changes: put the change in a new "
+        "version (`ddtree-deploy patchset new NAME@VERSION --like "
+        f"{ref} ...` or `ddtree-deploy patchset port {ref} ...`); only a version that was "
+        f"never pushed may be re-locked, with `ddtree-deploy patchset lock --force {ref}`"
+    )
+
+
 def default_patchsets_dir(cwd: Path | None = None) -> Path:
     """Return where patchsets live when ``--patchsets-dir`` is not given.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset.load import LOCK_NAME, Patchset
+from ddtree_deploy.patchset.load import LOCK_NAME, Patchset, new_version_hint
 from ddtree_deploy.patchset.materialize import (
     compile_results,
     digest,
@@ -27,16 +27,6 @@ from ddtree_deploy.patchset.sources import (
     store_copies,
 )
 from ddtree_deploy.patchset.spec_lock import lockable_spec, spec_differences, spec_digest
-
-
-def new_version_hint(ref: str) -> str:
-    """Return the advice every drift error ends with: a locked version never changes."""
-    return (
-        f"{ref} is locked and a locked version never changes: put the change in a new "
-        "version (`ddtree-deploy patchset new NAME@VERSION --like "
-        f"{ref} ...` or `ddtree-deploy patchset port {ref} ...`); only a version that was "
-        f"never pushed may be re-locked, with `ddtree-deploy patchset lock --force {ref}`"
-    )
 
 
 def build_lock(patchset: Patchset) -> PatchsetLock:
