@@ -39,7 +39,10 @@ ShardOpt = Annotated[
     str | None,
     typer.Option("--shard", help="Only shard I of N (1-based) of the selection, round-robin: 2/4."),
 ]
-ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, help="Hosts at a time.")]
+MAX_PARALLEL = 1024  # one thread and one SSH connection each
+ParallelOpt = Annotated[
+    int, typer.Option("--parallel", min=1, max=MAX_PARALLEL, help="Hosts at a time (1-1024).")
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="JSON Lines events on stdout; human output on stderr.")
 ]
