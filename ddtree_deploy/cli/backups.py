@@ -22,7 +22,14 @@ def list_backups(run: RunContext) -> None:
     from ddtree_deploy.report import backups_table
 
     hosts = run.targets.resolve()
-    run_and_exit(run, "backups", hosts, lambda r: status_host(r, None), table=backups_table)
+    run_and_exit(
+        run,
+        "backups",
+        hosts,
+        lambda r: status_host(r, None),
+        table=backups_table,
+        result_on_stdout=True,
+    )
 
 
 @backups_app.command("prune")

@@ -8,6 +8,7 @@ host command. `RunContext` is what a command gets (and what sits on `ctx.obj`).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -154,6 +155,24 @@ class RunContext:
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
 
+UNLIMITED_WIDTH = 1_000_000  # piped: a table is as wide as its content, no line wraps
+
+
 def new_console() -> Console:
-    """The console for people: stderr, so stdout stays data."""
-    return Console(stderr=True)
+    """The console for people: stderr, so stdout stays data; the terminal's width on a
+    terminal, unlimited when redirected (a log file gets whole lines and whole cells)."""
+    return _unlimited_off_terminal(Console(stderr=True))
+
+
+def data_console() -> Console:
+    """The console for a read-only command's result (a table) on stdout: the terminal's
+    width on a terminal; piped, unlimited, so `| grep`/`| less -S` see whole rows."""
+    return _unlimited_off_terminal(Console(file=sys.stdout))
+
+
+def _unlimited_off_terminal(console: Console) -> Console:
+    """``console``, its width unlimited unless it writes to a terminal (as Rich decides:
+    a tty, or FORCE_TERMINAL/TTY_COMPATIBLE set); on a terminal it keeps the terminal's."""
+    if not console.is_terminal:
+        console.width = UNLIMITED_WIDTH
+    return console

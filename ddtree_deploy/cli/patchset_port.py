@@ -17,7 +17,7 @@ from ddtree_deploy.patchset import default_patchsets_dir, resolve_patchset
 
 from . import exit_codes
 from .command import local_command
-from .context import RunContext
+from .context import RunContext, data_console
 from .options import PatchsetsDirOpt
 from .patchsets import RefArg, patchset_app
 
@@ -134,14 +134,19 @@ def diff(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
-    """What changed between two patchsets: their files and each file's result."""
+    """What changed between two patchsets: their files and each file's result.
+
+    stdout is the patch from A's installed files to B's (`a/PATH`, `b/PATH`), which
+    `git apply` or `patch -p1` applies in a site-packages holding A; the file table goes to
+    stderr. With --json (here or before `patchset`): one JSON object on stdout instead.
+    """
     from rich.syntax import Syntax  # pygments: ~40 ms that only this command needs
 
     from ddtree_deploy.patchset.compare import diff_patchsets
 
     base = patchsets_dir or default_patchsets_dir()
     found = diff_patchsets(resolve_patchset(base, a), resolve_patchset(base, b))
-    if as_json:
+    if as_json or run.output.json_lines:
         sys.stdout.write(json.dumps(found.model_dump()) + "\n")
         return
     title = f"{found.a.ref} ({found.a.target}) -> {found.b.ref} ({found.b.target})"
@@ -153,6 +158,8 @@ def diff(
         lines = "" if item.change == "same" else f"+{item.added} -{item.removed}"
         table.add_row(escape(item.path), item.change, kinds, lines)
     run.console.print(table)
-    for item in found.files:
-        if item.diff:
-            run.console.print(Syntax(item.diff, "diff", theme="ansi_dark", word_wrap=True))
+    patch = "".join(item.diff for item in found.files)
+    if (out := data_console()).is_terminal:  # for people: coloured, the terminal's width
+        out.print(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
+    else:  # for git apply / patch: the bytes, never wrapped
+        sys.stdout.write(patch)

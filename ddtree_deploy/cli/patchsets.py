@@ -3,6 +3,8 @@ request). `port` and `diff` live in patchset_port.py."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +15,7 @@ from rich.table import Table
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset import (
     STORE_DIR,
+    Patchset,
     default_patchsets_dir,
     list_patchsets,
     resolve_patchset,
@@ -21,7 +24,7 @@ from ddtree_deploy.patchset import (
 )
 
 from .command import local_command
-from .context import InventoryOpt, RunContext
+from .context import InventoryOpt, RunContext, data_console
 from .options import PatchsetsDirOpt
 
 if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (start-up time)
@@ -34,18 +37,47 @@ patchset_app = typer.Typer(
 RefArg = Annotated[str, typer.Argument(help="NAME@VERSION, or NAME for its highest version.")]
 
 
+JsonFlag = Annotated[
+    bool,
+    typer.Option("--json", help="JSON on stdout (as the root --json): one object a line."),
+]
+
+
 @patchset_app.command("list")
 @local_command
-def list_patchsets_cmd(run: RunContext, patchsets_dir: PatchsetsDirOpt = None) -> None:
-    """Every patchset with its target and lock state."""
+def list_patchsets_cmd(
+    run: RunContext, as_json: JsonFlag = False, patchsets_dir: PatchsetsDirOpt = None
+) -> None:
+    """Every patchset with its target and lock state (a table on stdout, or JSON Lines)."""
+    found = list_patchsets(patchsets_dir or default_patchsets_dir())
+    if as_json or run.output.json_lines:
+        for ps in found:
+            sys.stdout.write(json.dumps(patchset_record(ps)) + "\n")
+        return
     table = Table(title="patchsets")
     for col in ("patchset", "target", "files", "lock"):
         table.add_column(col)
-    for ps in list_patchsets(patchsets_dir or default_patchsets_dir()):
+    for ps in found:
         target = f"{ps.spec.target.package}=={ps.spec.target.version}"
         lock_state = "locked" if ps.lock else "-"
         table.add_row(escape(ps.ref), escape(target), str(len(ps.spec.files)), lock_state)
-    run.console.print(table)
+    data_console().print(table)
+
+
+def patchset_record(ps: Patchset) -> dict[str, object]:
+    """One line of `patchset list --json`: what the table shows, and the lock's identity."""
+    return {
+        "ref": ps.ref,
+        "name": ps.spec.name,
+        "version": ps.spec.version,
+        "target": {"package": ps.spec.target.package, "version": ps.spec.target.version},
+        "files": len(ps.spec.files),
+        "locked": ps.lock is not None,
+        "spec_sha256": None if ps.lock is None else ps.lock.spec_sha256,
+        "ported_from": ps.spec.ported_from,
+        "description": ps.spec.description,
+        "path": str(ps.root),
+    }
 
 
 @patchset_app.command("lock")
@@ -93,10 +125,16 @@ def lock(
 
 @patchset_app.command("verify")
 @local_command
-def verify(run: RunContext, ref: RefArg, patchsets_dir: PatchsetsDirOpt = None) -> None:
-    """Re-materialise, compare every hash with the lock, compile the results."""
+def verify(
+    run: RunContext, ref: RefArg, as_json: JsonFlag = False, patchsets_dir: PatchsetsDirOpt = None
+) -> None:
+    """Re-materialise, compare every hash and patchset.toml with the lock, compile the results."""
     ps = resolve_patchset(patchsets_dir or default_patchsets_dir(), ref)
     checked = verify_patchset(ps)
+    if as_json or run.output.json_lines:
+        record = {"ref": ps.ref, "verified": True, "files": len(checked.files)}
+        sys.stdout.write(json.dumps({**record, "spec_sha256": checked.spec_sha256}) + "\n")
+        return
     message = f"{escape(ps.ref)}: {len(checked.files)} files match the lock"
     run.console.print(f"[green]verified[/] {message}")
 

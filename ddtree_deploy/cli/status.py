@@ -39,4 +39,4 @@ def status(
     from ddtree_deploy.report import status_table
 
     fn = read_only_fn(partial(status_host, check=check), choice)
-    run_and_exit(run, "status", hosts, fn, table=status_table)
+    run_and_exit(run, "status", hosts, fn, table=status_table, result_on_stdout=True)
