@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from ddtree_deploy.errors import PatchsetError
@@ -65,7 +65,10 @@ def default_patchsets_dir(cwd: Path | None = None) -> Path:
     PatchsetError naming all three ways when neither is there.
     """
     if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
+        given = Path(os.environ[ENV_VAR])
+        if not given.is_dir():
+            raise PatchsetError(f"${ENV_VAR}={given}: no such directory")
+        return given
     start = (cwd or Path.cwd()).resolve()
     for folder in (start, *start.parents):
         if (folder / "patchsets").is_dir() and _names_this_project(folder / "pyproject.toml"):
@@ -93,23 +96,57 @@ def version_key(version: str) -> Version:
 
 
 def list_patchsets(base: Path) -> list[Patchset]:
-    """Every patchset under base/NAME/VERSION, sorted by name then version."""
+    """Every patchset under base/NAME/VERSION, sorted by name then version; raises
+    PatchsetError when ``base`` is not a directory (a typo must not read as "none")."""
+    if not base.is_dir():
+        raise PatchsetError(f"{base}: patchsets directory not found")
     found = [load_patchset(spec.parent) for spec in sorted(base.glob(f"*/*/{SPEC_NAME}"))]
     return sorted(found, key=lambda p: (p.spec.name, version_key(p.spec.version)))
 
 
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """Split `NAME@VERSION` (or `NAME`) into its name and version (None: not given); raises
+    PatchsetError for an empty name or an `@` with no version after it."""
+    name, at, version = ref.partition("@")
+    if not name or (at and not version):
+        raise PatchsetError(f"patchset {ref!r}: give NAME@VERSION, or NAME for its highest version")
+    return name, version or None
+
+
 def resolve_patchset(base: Path, ref: str) -> Patchset:
-    """`name@version`, or `name` for its highest version."""
-    name, _, version = ref.partition("@")
+    """`name@version`, or `name` for its highest version; an unknown one is refused naming
+    the versions (or names) that exist."""
+    name, version = parse_ref(ref)
     if version:
         root = base / name / version
         if not (root / SPEC_NAME).is_file():
-            raise PatchsetError(f"{root / SPEC_NAME}: patchset {ref!r} not found")
+            raise PatchsetError(
+                f"{root / SPEC_NAME}: patchset {ref!r} not found; {known(base, name)}"
+            )
         return load_patchset(root)
     candidates = [p for p in list_patchsets(base) if p.spec.name == name]
     if not candidates:
-        raise PatchsetError(f"{base}: no patchset named {name!r}")
+        raise PatchsetError(f"{base}: no patchset named {name!r}; {known(base, name)}")
     return candidates[-1]
+
+
+def known(base: Path, name: str) -> str:
+    """Say which versions of ``name`` exist under ``base`` (by folder, oldest first), or
+    which names do, for an error message."""
+    folders = [spec.parent for spec in (base / name).glob(f"*/{SPEC_NAME}")]
+    versions = sorted((f.name for f in folders if _is_version(f.name)), key=version_key)
+    if versions:
+        return f"{name} has {', '.join(versions)}"
+    names = sorted({spec.parent.parent.name for spec in base.glob(f"*/*/{SPEC_NAME}")})
+    return f"patchsets here: {', '.join(names)}" if names else f"{base} holds no patchset"
+
+
+def _is_version(text: str) -> bool:
+    try:
+        version_key(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def load_patchset(root: Path) -> Patchset:
