@@ -36,7 +36,9 @@ def list_backups(run: RunContext) -> None:
 @host_command
 def prune(
     run: RunContext,
-    keep: Annotated[int, typer.Option("--keep", min=1, help="Backups to keep per host.")] = 5,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, metavar="N", help="Backups to keep per host.")
+    ] = 5,
 ) -> None:
     """Delete all but the newest --keep backups (never one of an unfinished deploy)."""
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.

@@ -55,6 +55,7 @@ def port(
         str | None,
         typer.Option(
             "--as",
+            metavar="NAME@VERSION",
             help="The new version [default: the old one + a local label naming the target, "
             "e.g. 1.0.0+sglang0.5.13].",
         ),
@@ -66,6 +67,7 @@ def port(
         Path | None,
         typer.Option(
             "--work-dir",
+            metavar="DIR",
             help="Where conflicts go [default: .ddtree-port/NAME@NEW beside the patchsets dir].",
         ),
     ] = None,
@@ -129,8 +131,8 @@ def _print_port(run: RunContext, report: PortReport) -> None:
 @local_command
 def diff(
     run: RunContext,
-    a: Annotated[str, typer.Argument(help="NAME@VERSION (or NAME) to compare from.")],
-    b: Annotated[str, typer.Argument(help="NAME@VERSION (or NAME) to compare to.")],
+    a: Annotated[str, typer.Argument(metavar="A", help="NAME@VERSION (or NAME) to compare from.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="NAME@VERSION (or NAME) to compare to.")],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:

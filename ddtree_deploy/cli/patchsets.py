@@ -34,7 +34,10 @@ if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (st
 patchset_app = typer.Typer(
     help="Patchsets on disk: list, lock, verify, new, port, diff.", no_args_is_help=True
 )
-RefArg = Annotated[str, typer.Argument(help="NAME@VERSION, or NAME for its highest version.")]
+RefArg = Annotated[
+    str,
+    typer.Argument(metavar="NAME[@VERSION]", help="NAME@VERSION, or NAME for its highest version."),
+]
 
 
 JsonFlag = Annotated[
@@ -146,26 +149,35 @@ IGNORED_ROWS_SHOWN = 20  # a venv's site-packages has hundreds of __pycache__/ d
 @local_command
 def new(
     run: RunContext,
-    ref: Annotated[str, typer.Argument(help="NAME@VERSION of the new patchset.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="NAME@VERSION", help="NAME@VERSION of the new patchset.")
+    ],
     target: Annotated[
-        str, typer.Option("--target", help="The pinned base, e.g. sglang==0.5.13.post1.")
+        str,
+        typer.Option(
+            "--target", metavar="PKG==VERSION", help="The pinned base, e.g. sglang==0.5.13.post1."
+        ),
     ],
     from_tree: Annotated[
         Path | None,
         typer.Option(
             "--from-tree",
+            metavar="DIR",
             help="A folder holding the edited sglang/ (a venv's site-packages, a fork's "
             "python/), or the sglang package itself.",
         ),
     ] = None,
     from_diff: Annotated[
         Path | None,
-        typer.Option("--from-diff", help="A unified diff (git diff, diff -ruN) of the edit."),
+        typer.Option(
+            "--from-diff", metavar="FILE", help="A unified diff (git diff, diff -ruN) of the edit."
+        ),
     ] = None,
     from_host: Annotated[
         str | None,
         typer.Option(
             "--from-host",
+            metavar="HOST",
             help="An inventory host whose installed sglang was edited in place: only the "
             "files that differ from its RECORD are fetched; the host is not changed.",
         ),
@@ -176,6 +188,7 @@ def new(
         typer.Option(
             "--strip",
             min=0,
+            metavar="N",
             help="With --from-diff: leading path components to drop (as patch -pN); default "
             "one, then python/.",
         ),
@@ -184,14 +197,15 @@ def new(
         str | None,
         typer.Option(
             "--like",
-            help=escape("Copy [smoke], [serve], [lossless], [gate] and their data from this one."),
+            metavar="NAME@VERSION",
+            help="Copy [smoke], [serve], [lossless], [gate] and their data from this one.",
         ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the file table only; write nothing.")
     ] = False,
     description: Annotated[
-        str, typer.Option("--description", help="patchset.toml's description.")
+        str, typer.Option("--description", metavar="TEXT", help="patchset.toml's description.")
     ] = "",
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
@@ -277,7 +291,9 @@ def _file_table(rows: list[FileRow], title: str) -> Table:
 @local_command
 def dedupe(
     run: RunContext,
-    name: Annotated[str, typer.Argument(help="The patchset NAME whose versions to dedupe.")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="The patchset NAME whose versions to dedupe.")
+    ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the moves only.")] = False,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:

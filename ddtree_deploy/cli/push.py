@@ -38,12 +38,15 @@ MAX_KEEP_BACKUPS = 1000  # each backup holds the patched files: a sanity bound, 
 
 CanaryOpt = Annotated[
     int,
-    typer.Option("--canary", min=0, help="First N hosts alone; any failure stops the fleet."),
+    typer.Option(
+        "--canary", min=0, metavar="N", help="First N hosts alone; any failure stops the fleet."
+    ),
 ]
 BatchOpt = Annotated[
     str | None,
     typer.Option(
         "--batch",
+        metavar="N|P%[,...]",
         help="Wave sizes after the canary: N, P% or a list like 1,5,25% (last one repeats).",
     ),
 ]
@@ -51,6 +54,7 @@ MaxFailOpt = Annotated[
     str | None,
     typer.Option(
         "--max-fail",
+        metavar="N|P%",
         help="Stop starting new hosts once more than N (or P%) hosts failed (default: no limit).",
     ),
 ]
@@ -76,7 +80,11 @@ def push(
     keep_backups: Annotated[
         int,
         typer.Option(
-            "--keep-backups", min=1, max=MAX_KEEP_BACKUPS, help="Backups to keep per host."
+            "--keep-backups",
+            min=1,
+            max=MAX_KEEP_BACKUPS,
+            metavar="N",
+            help="Backups to keep per host.",
         ),
     ] = 5,
     lock_ttl_s: Annotated[
@@ -85,6 +93,7 @@ def push(
             "--lock-ttl",
             min=MIN_LOCK_TTL_S,
             max=MAX_LOCK_TTL_S,
+            metavar="SECONDS",
             help="Seconds the host lock stays valid; after that another run may take it "
             f"over without --break-lock ({MIN_LOCK_TTL_S:g} to {MAX_LOCK_TTL_S:g}).",
         ),

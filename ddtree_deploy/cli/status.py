@@ -18,7 +18,10 @@ from .rollout import connect_first_hosts, run_and_exit
 def status(
     run: RunContext,
     patchset: Annotated[
-        str | None, typer.Option("--patchset", "-p", help="Also report drift against this.")
+        str | None,
+        typer.Option(
+            "--patchset", "-p", metavar="NAME[@VERSION]", help="Also report drift against this."
+        ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,
