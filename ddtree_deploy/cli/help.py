@@ -10,6 +10,7 @@ type (`FILE`, `N`, `TEXT`) instead of Typer's `<path>`/`<int range>`/`<str>`.
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from .examples import examples_block
 
 _METAVAR_BY_TYPE: dict[Any, str] = {Path: "PATH", int: "N", float: "NUMBER", str: "TEXT"}
 
@@ -60,15 +63,19 @@ def help_width() -> dict[str, int]:
     return {"terminal_width": columns, "max_content_width": columns}
 
 
-def readable(app: typer.Typer) -> typer.Typer:
+def readable(app: typer.Typer, path: str = "") -> typer.Typer:
     """Return ``app`` with markup off and the readable classes on it, its commands and its
-    sub-apps (recursively); call once every command is mounted."""
+    sub-apps (recursively), each command's help ending with its examples (cli/examples.py);
+    call once every command is mounted. ``path``: the sub-app's name (`patchset`)."""
     app.rich_markup_mode = None
     app.info.cls = ReadableGroup
     for command in app.registered_commands:
         command.cls = ReadableCommand
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        text = command.help or inspect.getdoc(command.callback) or ""
+        command.help = text + examples_block(f"{path} {name}".strip())
     for group in app.registered_groups:
         if group.typer_instance is not None:
-            readable(group.typer_instance)
+            readable(group.typer_instance, f"{path} {group.name}".strip())
             group.cls = ReadableGroup
     return app

@@ -50,7 +50,10 @@ _STATUS_NOTE = {
 def port(
     run: RunContext,
     ref: RefArg,
-    to: Annotated[str, typer.Option("--to", help="The new target, e.g. sglang==0.5.13.")],
+    to: Annotated[
+        str,
+        typer.Option("--to", metavar="PKG==VERSION", help="The new target, e.g. sglang==0.5.13."),
+    ],
     as_version: Annotated[
         str | None,
         typer.Option(

@@ -13,6 +13,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from ddtree_deploy.cli import app
+from ddtree_deploy.cli.examples import EXAMPLES
 from tests.support import run_cli
 
 
@@ -67,3 +68,14 @@ def test_help_piped_is_not_wrapped() -> None:
     assert done.returncode == 0
     line = next(ln for ln in done.stdout.splitlines() if "--isolated-imports" in ln)
     assert "isolated_imports = true." in line and len(line) > 80
+
+
+def test_every_command_ends_with_examples_of_itself() -> None:
+    leaves = [(path, c) for path, c in every_command() if not getattr(c, "commands", None)]
+    assert len(leaves) == len(EXAMPLES)  # 17 commands, each with its block
+    for path, _ in leaves:
+        text = CliRunner().invoke(app, [*path, "--help"]).output
+        block = text.split("Examples:\n", 1)
+        assert len(block) == 2, path
+        lines = [ln.strip() for ln in block[1].split("\n\n", 1)[0].splitlines()]
+        assert any(ln.startswith(f"ddtree-deploy {' '.join(path)} ") for ln in lines), path
