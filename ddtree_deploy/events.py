@@ -32,8 +32,10 @@ class Stage(StrEnum):
     it; unlock: the host lock released, also on a failure path); rollback and recover put
     a backup back; status and check read a host; summary is every host's last event
     (`info`), after any undo. The `gate` command's comparison reports under canary.
+    input is a command refused before any host (bad input, exit 2): one event, host "".
     """
 
+    INPUT = "input"
     GATE = "gate"
     CONNECT = "connect"
     PREFLIGHT = "preflight"

@@ -19,6 +19,7 @@ from . import (
 )
 from .command import host_command
 from .context import RunContext
+from .help import help_width, readable
 
 app = typer.Typer(
     name="ddtree-deploy",
@@ -30,6 +31,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    context_settings=help_width(),
 )
 
 
@@ -49,3 +51,4 @@ app.command()(gate.gate)
 app.add_typer(hosts.hosts_app, name="hosts")
 app.add_typer(backups.backups_app, name="backups")
 app.add_typer(patchsets.patchset_app, name="patchset")
+readable(app)  # last: every command and sub-app is mounted (cli/help.py)

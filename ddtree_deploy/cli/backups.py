@@ -22,14 +22,23 @@ def list_backups(run: RunContext) -> None:
     from ddtree_deploy.report import backups_table
 
     hosts = run.targets.resolve()
-    run_and_exit(run, "backups", hosts, lambda r: status_host(r, None), table=backups_table)
+    run_and_exit(
+        run,
+        "backups",
+        hosts,
+        lambda r: status_host(r, None),
+        table=backups_table,
+        result_on_stdout=True,
+    )
 
 
 @backups_app.command("prune")
 @host_command
 def prune(
     run: RunContext,
-    keep: Annotated[int, typer.Option("--keep", min=1, help="Backups to keep per host.")] = 5,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, metavar="N", help="Backups to keep per host.")
+    ] = 5,
 ) -> None:
     """Delete all but the newest --keep backups (never one of an unfinished deploy)."""
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.

@@ -67,6 +67,24 @@ def skip_exit_collection() -> None:
     atexit.register(gc.freeze)
 
 
+def command_name(ctx: typer.Context) -> str:
+    """The command as typed after the program's name, e.g. `push` or `patchset lock`."""
+    program = ctx.find_root().command_path  # `ddtree-deploy`, or `python -m ddtree_deploy`
+    return ctx.command_path.removeprefix(program).strip()
+
+
+def report_refusal(run: RunContext, command: str, message: str) -> None:
+    """Write the refusal to the outputs the command was asked for (--json, --junit,
+    --summary-file: report/refusal.py); a file that cannot be written is said on stderr."""
+    out = run.output
+    if not (out.json_lines or out.junit or out.summary_file):
+        return  # loads nothing more: a refused command stays fast (tests/cli/test_startup.py)
+    from ddtree_deploy.report.refusal import write_refusal
+
+    for problem in write_refusal(command, message, out.json_lines, out.junit, out.summary_file):
+        run.console.print(Text.assemble(("warning:", "yellow"), f" {problem}"), soft_wrap=True)
+
+
 def _given_here(ctx: typer.Context, name: str) -> bool:
     """Whether the user gave option `name` to this command (not its default).
 
@@ -95,6 +113,7 @@ def _wire(fn: CommandBody[P], shared: tuple[inspect.Parameter, ...]) -> Callable
         except ConfigError as exc:
             line = Text.assemble(("error:", "bold red"), f" {exc}")  # the message verbatim
             run.console.print(line, highlight=False, soft_wrap=True)
+            report_refusal(run, command_name(ctx), str(exc))
             raise typer.Exit(exit_codes.BAD_INPUT) from None
         finally:
             ahead.discard()  # connections opened ahead that no rollout took (none, normally)

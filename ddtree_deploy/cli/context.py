@@ -8,13 +8,13 @@ host command. `RunContext` is what a command gets (and what sits on `ctx.obj`).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from ddtree_deploy.fleet import parse_shard, shard_items
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
@@ -26,28 +26,51 @@ InventoryOpt = Annotated[
     typer.Option(
         "--inventory",
         "-i",
-        help=escape("Inventory TOML [env DDTREE_DEPLOY_INVENTORY, else inventories/default.toml]."),
+        metavar="FILE",
+        help="Inventory TOML [env DDTREE_DEPLOY_INVENTORY, else inventories/default.toml].",
     ),
 ]
-HostOpt = Annotated[list[str] | None, typer.Option("--host", "-H", help="Target host (repeat).")]
-GroupOpt = Annotated[list[str] | None, typer.Option("--group", "-g", help="Target group (repeat).")]
+HostOpt = Annotated[
+    list[str] | None, typer.Option("--host", "-H", metavar="HOST", help="Target host (repeat).")
+]
+GroupOpt = Annotated[
+    list[str] | None, typer.Option("--group", "-g", metavar="GROUP", help="Target group (repeat).")
+]
 AllOpt = Annotated[bool, typer.Option("--all", help="Target every host of the inventory.")]
 LimitOpt = Annotated[
-    str | None, typer.Option("--limit", help="Keep only hosts matching these glob(s), comma-sep.")
+    str | None,
+    typer.Option(
+        "--limit",
+        metavar="GLOB[,GLOB...]",
+        help="Keep only hosts matching these glob(s), comma-sep.",
+    ),
 ]
 ShardOpt = Annotated[
     str | None,
-    typer.Option("--shard", help="Only shard I of N (1-based) of the selection, round-robin: 2/4."),
+    typer.Option(
+        "--shard",
+        metavar="I/N",
+        help="Only shard I of N (1-based) of the selection, round-robin: 2/4.",
+    ),
 ]
-ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, help="Hosts at a time.")]
+MAX_PARALLEL = 1024  # one thread and one SSH connection each
+ParallelOpt = Annotated[
+    int,
+    typer.Option(
+        "--parallel", min=1, max=MAX_PARALLEL, metavar="N", help="Hosts at a time (1-1024)."
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="JSON Lines events on stdout; human output on stderr.")
 ]
-JunitOpt = Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")]
+JunitOpt = Annotated[
+    Path | None, typer.Option("--junit", metavar="FILE", help="Write JUnit XML here.")
+]
 SummaryFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--summary-file",
+        metavar="FILE",
         help='Append a Markdown summary table here (e.g. "$GITHUB_STEP_SUMMARY").',
     ),
 ]
@@ -151,6 +174,24 @@ class RunContext:
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
 
+UNLIMITED_WIDTH = 1_000_000  # piped: a table is as wide as its content, no line wraps
+
+
 def new_console() -> Console:
-    """The console for people: stderr, so stdout stays data."""
-    return Console(stderr=True)
+    """The console for people: stderr, so stdout stays data; the terminal's width on a
+    terminal, unlimited when redirected (a log file gets whole lines and whole cells)."""
+    return _unlimited_off_terminal(Console(stderr=True))
+
+
+def data_console() -> Console:
+    """The console for a read-only command's result (a table) on stdout: the terminal's
+    width on a terminal; piped, unlimited, so `| grep`/`| less -S` see whole rows."""
+    return _unlimited_off_terminal(Console(file=sys.stdout))
+
+
+def _unlimited_off_terminal(console: Console) -> Console:
+    """``console``, its width unlimited unless it writes to a terminal (as Rich decides:
+    a tty, or FORCE_TERMINAL/TTY_COMPATIBLE set); on a terminal it keeps the terminal's."""
+    if not console.is_terminal:
+        console.width = UNLIMITED_WIDTH
+    return console

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from ddtree_deploy.results import HostResult
 from ddtree_deploy.stages import PreparedPatchset
@@ -26,7 +25,12 @@ def gate(
     run: RunContext,
     patchset: Annotated[
         str | None,
-        typer.Option("--patchset", "-p", help=escape("Its [gate] defaults and prompts apply too.")),
+        typer.Option(
+            "--patchset",
+            "-p",
+            metavar="NAME[@VERSION]",
+            help="Its [gate] defaults and prompts apply too.",
+        ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,
@@ -35,13 +39,16 @@ def gate(
         Path | None,
         typer.Option(
             "--baseline",
+            metavar="PATH",
             help="A gate measurement (JSON), or a dir of HOST.json, to compare with instead of "
             "the one the host's last committed push saved.",
         ),
     ] = None,
     record: Annotated[
         Path | None,
-        typer.Option("--record", help="Also write this run's measurement to DIR/HOST.json."),
+        typer.Option(
+            "--record", metavar="DIR", help="Also write this run's measurement to DIR/HOST.json."
+        ),
     ] = None,
 ) -> None:
     """Compare each host's running server with its baseline: tokens/s, accept length,

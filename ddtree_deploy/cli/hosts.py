@@ -20,7 +20,13 @@ hosts_app = typer.Typer(help="Reachability and facts of hosts.", no_args_is_help
 def check(
     run: RunContext,
     patchset: Annotated[
-        str | None, typer.Option("--patchset", "-p", help="Hash the files this patchset touches.")
+        str | None,
+        typer.Option(
+            "--patchset",
+            "-p",
+            metavar="NAME[@VERSION]",
+            help="Hash the files this patchset touches.",
+        ),
     ] = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,
@@ -34,4 +40,4 @@ def check(
     from ddtree_deploy.report import facts_table
 
     fn = read_only_fn(hosts_check, choice)
-    run_and_exit(run, "hosts check", hosts, fn, table=facts_table)
+    run_and_exit(run, "hosts check", hosts, fn, table=facts_table, result_on_stdout=True)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from ddtree_deploy.gate.settings import GateMode
 
@@ -21,6 +20,7 @@ PatchsetOpt = Annotated[
     typer.Option(
         "--patchset",
         "-p",
+        metavar="NAME[@VERSION]",
         help="NAME@VERSION, or NAME: per host, its highest version targeting the host's sglang.",
     ),
 ]
@@ -35,7 +35,7 @@ StrictOpt = Annotated[
 PatchsetsDirOpt = Annotated[
     Path | None,
     typer.Option(
-        "--patchsets-dir", help=escape("Where patchsets live [env DDTREE_DEPLOY_PATCHSETS].")
+        "--patchsets-dir", metavar="DIR", help="Where patchsets live [env DDTREE_DEPLOY_PATCHSETS]."
     ),
 ]
 YesOpt = Annotated[
@@ -83,11 +83,10 @@ GateModeOpt = Annotated[
     GateChoice | None,
     typer.Option(
         "--gate",
-        help=escape(
-            "The serving gate: off, quick (replay the prompts, compare with the old "
-            "server's baseline) or full (replay + sustained load + bake). Default: as the "
-            "patchset's/inventory's [gate] says (off without one)."
-        ),
+        metavar="off|quick|full",
+        help="The serving gate: off, quick (replay the prompts, compare with the old "
+        "server's baseline) or full (replay + sustained load + bake). Default: as the "
+        "patchset's/inventory's [gate] says (off without one).",
     ),
 ]
 

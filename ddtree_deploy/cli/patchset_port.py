@@ -17,7 +17,7 @@ from ddtree_deploy.patchset import default_patchsets_dir, resolve_patchset
 
 from . import exit_codes
 from .command import local_command
-from .context import RunContext
+from .context import RunContext, data_console
 from .options import PatchsetsDirOpt
 from .patchsets import RefArg, patchset_app
 
@@ -50,11 +50,15 @@ _STATUS_NOTE = {
 def port(
     run: RunContext,
     ref: RefArg,
-    to: Annotated[str, typer.Option("--to", help="The new target, e.g. sglang==0.5.13.")],
+    to: Annotated[
+        str,
+        typer.Option("--to", metavar="PKG==VERSION", help="The new target, e.g. sglang==0.5.13."),
+    ],
     as_version: Annotated[
         str | None,
         typer.Option(
             "--as",
+            metavar="NAME@VERSION",
             help="The new version [default: the old one + a local label naming the target, "
             "e.g. 1.0.0+sglang0.5.13].",
         ),
@@ -66,6 +70,7 @@ def port(
         Path | None,
         typer.Option(
             "--work-dir",
+            metavar="DIR",
             help="Where conflicts go [default: .ddtree-port/NAME@NEW beside the patchsets dir].",
         ),
     ] = None,
@@ -129,19 +134,24 @@ def _print_port(run: RunContext, report: PortReport) -> None:
 @local_command
 def diff(
     run: RunContext,
-    a: Annotated[str, typer.Argument(help="NAME@VERSION (or NAME) to compare from.")],
-    b: Annotated[str, typer.Argument(help="NAME@VERSION (or NAME) to compare to.")],
+    a: Annotated[str, typer.Argument(metavar="A", help="NAME@VERSION (or NAME) to compare from.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="NAME@VERSION (or NAME) to compare to.")],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
-    """What changed between two patchsets: their files and each file's result."""
+    """What changed between two patchsets: their files and each file's result.
+
+    stdout is the patch from A's installed files to B's (`a/PATH`, `b/PATH`), which
+    `git apply` or `patch -p1` applies in a site-packages holding A; the file table goes to
+    stderr. With --json (here or before `patchset`): one JSON object on stdout instead.
+    """
     from rich.syntax import Syntax  # pygments: ~40 ms that only this command needs
 
     from ddtree_deploy.patchset.compare import diff_patchsets
 
     base = patchsets_dir or default_patchsets_dir()
     found = diff_patchsets(resolve_patchset(base, a), resolve_patchset(base, b))
-    if as_json:
+    if as_json or run.output.json_lines:
         sys.stdout.write(json.dumps(found.model_dump()) + "\n")
         return
     title = f"{found.a.ref} ({found.a.target}) -> {found.b.ref} ({found.b.target})"
@@ -153,6 +163,8 @@ def diff(
         lines = "" if item.change == "same" else f"+{item.added} -{item.removed}"
         table.add_row(escape(item.path), item.change, kinds, lines)
     run.console.print(table)
-    for item in found.files:
-        if item.diff:
-            run.console.print(Syntax(item.diff, "diff", theme="ansi_dark", word_wrap=True))
+    patch = "".join(item.diff for item in found.files)
+    if (out := data_console()).is_terminal:  # for people: coloured, the terminal's width
+        out.print(Syntax(patch, "diff", theme="ansi_dark", word_wrap=True))
+    else:  # for git apply / patch: the bytes, never wrapped
+        sys.stdout.write(patch)

@@ -3,6 +3,8 @@ request). `port` and `diff` live in patchset_port.py."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +15,7 @@ from rich.table import Table
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset import (
     STORE_DIR,
+    Patchset,
     default_patchsets_dir,
     list_patchsets,
     resolve_patchset,
@@ -21,7 +24,7 @@ from ddtree_deploy.patchset import (
 )
 
 from .command import local_command
-from .context import InventoryOpt, RunContext
+from .context import InventoryOpt, RunContext, data_console
 from .options import PatchsetsDirOpt
 
 if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (start-up time)
@@ -31,39 +34,110 @@ if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (st
 patchset_app = typer.Typer(
     help="Patchsets on disk: list, lock, verify, new, port, diff.", no_args_is_help=True
 )
-RefArg = Annotated[str, typer.Argument(help="NAME@VERSION, or NAME for its highest version.")]
+RefArg = Annotated[
+    str,
+    typer.Argument(metavar="NAME[@VERSION]", help="NAME@VERSION, or NAME for its highest version."),
+]
+
+
+JsonFlag = Annotated[
+    bool,
+    typer.Option("--json", help="JSON on stdout (as the root --json): one object a line."),
+]
 
 
 @patchset_app.command("list")
 @local_command
-def list_patchsets_cmd(run: RunContext, patchsets_dir: PatchsetsDirOpt = None) -> None:
-    """Every patchset with its target and lock state."""
+def list_patchsets_cmd(
+    run: RunContext, as_json: JsonFlag = False, patchsets_dir: PatchsetsDirOpt = None
+) -> None:
+    """Every patchset with its target and lock state (a table on stdout, or JSON Lines)."""
+    found = list_patchsets(patchsets_dir or default_patchsets_dir())
+    if as_json or run.output.json_lines:
+        for ps in found:
+            sys.stdout.write(json.dumps(patchset_record(ps)) + "\n")
+        return
     table = Table(title="patchsets")
     for col in ("patchset", "target", "files", "lock"):
         table.add_column(col)
-    for ps in list_patchsets(patchsets_dir or default_patchsets_dir()):
+    for ps in found:
         target = f"{ps.spec.target.package}=={ps.spec.target.version}"
         lock_state = "locked" if ps.lock else "-"
         table.add_row(escape(ps.ref), escape(target), str(len(ps.spec.files)), lock_state)
-    run.console.print(table)
+    data_console().print(table)
+
+
+def patchset_record(ps: Patchset) -> dict[str, object]:
+    """One line of `patchset list --json`: what the table shows, and the lock's identity."""
+    return {
+        "ref": ps.ref,
+        "name": ps.spec.name,
+        "version": ps.spec.version,
+        "target": {"package": ps.spec.target.package, "version": ps.spec.target.version},
+        "files": len(ps.spec.files),
+        "locked": ps.lock is not None,
+        "spec_sha256": None if ps.lock is None else ps.lock.spec_sha256,
+        "ported_from": ps.spec.ported_from,
+        "description": ps.spec.description,
+        "path": str(ps.root),
+    }
 
 
 @patchset_app.command("lock")
 @local_command
-def lock(run: RunContext, ref: RefArg, patchsets_dir: PatchsetsDirOpt = None) -> None:
-    """Materialise every file from the pristine pinned wheel and write patchset.lock.json."""
+def lock(
+    run: RunContext,
+    ref: RefArg,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Rewrite an existing lock. Only for a version that was never pushed to any "
+            "host: a pushed version never changes (make a new one with `patchset new` or "
+            "`patchset port`).",
+        ),
+    ] = False,
+    upgrade: Annotated[
+        bool,
+        typer.Option(
+            "--upgrade",
+            help="Add the patchset.toml record to a lock written before locks held one; no "
+            "file hash changes. Review patchset.toml first: the record pins it as it is.",
+        ),
+    ] = False,
+    patchsets_dir: PatchsetsDirOpt = None,
+) -> None:
+    """Materialise every file from the pristine pinned wheel and write patchset.lock.json.
+
+    A version that already has a lock is refused (exit 2): a locked version never changes.
+    """
+    from ddtree_deploy.patchset.lock import record_spec
+
+    if force and upgrade:
+        raise PatchsetError("give --force or --upgrade, not both")
     ps = resolve_patchset(patchsets_dir or default_patchsets_dir(), ref)
-    written = write_lock(ps)
+    if upgrade:
+        upgraded = record_spec(ps)
+        message = f"upgraded the lock of {ps.ref}: patchset.toml recorded ({upgraded.spec_sha256})"
+        run.console.print(message, markup=False)
+        return
+    written = write_lock(ps, replace=force)
     message = f"locked {ps.ref}: {len(written.files)} files against {written.wheel}"
     run.console.print(message, markup=False)
 
 
 @patchset_app.command("verify")
 @local_command
-def verify(run: RunContext, ref: RefArg, patchsets_dir: PatchsetsDirOpt = None) -> None:
-    """Re-materialise, compare every hash with the lock, compile the results."""
+def verify(
+    run: RunContext, ref: RefArg, as_json: JsonFlag = False, patchsets_dir: PatchsetsDirOpt = None
+) -> None:
+    """Re-materialise, compare every hash and patchset.toml with the lock, compile the results."""
     ps = resolve_patchset(patchsets_dir or default_patchsets_dir(), ref)
     checked = verify_patchset(ps)
+    if as_json or run.output.json_lines:
+        record = {"ref": ps.ref, "verified": True, "files": len(checked.files)}
+        sys.stdout.write(json.dumps({**record, "spec_sha256": checked.spec_sha256}) + "\n")
+        return
     message = f"{escape(ps.ref)}: {len(checked.files)} files match the lock"
     run.console.print(f"[green]verified[/] {message}")
 
@@ -75,26 +149,35 @@ IGNORED_ROWS_SHOWN = 20  # a venv's site-packages has hundreds of __pycache__/ d
 @local_command
 def new(
     run: RunContext,
-    ref: Annotated[str, typer.Argument(help="NAME@VERSION of the new patchset.")],
+    ref: Annotated[
+        str, typer.Argument(metavar="NAME@VERSION", help="NAME@VERSION of the new patchset.")
+    ],
     target: Annotated[
-        str, typer.Option("--target", help="The pinned base, e.g. sglang==0.5.13.post1.")
+        str,
+        typer.Option(
+            "--target", metavar="PKG==VERSION", help="The pinned base, e.g. sglang==0.5.13.post1."
+        ),
     ],
     from_tree: Annotated[
         Path | None,
         typer.Option(
             "--from-tree",
+            metavar="DIR",
             help="A folder holding the edited sglang/ (a venv's site-packages, a fork's "
             "python/), or the sglang package itself.",
         ),
     ] = None,
     from_diff: Annotated[
         Path | None,
-        typer.Option("--from-diff", help="A unified diff (git diff, diff -ruN) of the edit."),
+        typer.Option(
+            "--from-diff", metavar="FILE", help="A unified diff (git diff, diff -ruN) of the edit."
+        ),
     ] = None,
     from_host: Annotated[
         str | None,
         typer.Option(
             "--from-host",
+            metavar="HOST",
             help="An inventory host whose installed sglang was edited in place: only the "
             "files that differ from its RECORD are fetched; the host is not changed.",
         ),
@@ -105,6 +188,7 @@ def new(
         typer.Option(
             "--strip",
             min=0,
+            metavar="N",
             help="With --from-diff: leading path components to drop (as patch -pN); default "
             "one, then python/.",
         ),
@@ -113,14 +197,15 @@ def new(
         str | None,
         typer.Option(
             "--like",
-            help=escape("Copy [smoke], [serve], [lossless], [gate] and their data from this one."),
+            metavar="NAME@VERSION",
+            help="Copy [smoke], [serve], [lossless], [gate] and their data from this one.",
         ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the file table only; write nothing.")
     ] = False,
     description: Annotated[
-        str, typer.Option("--description", help="patchset.toml's description.")
+        str, typer.Option("--description", metavar="TEXT", help="patchset.toml's description.")
     ] = "",
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
@@ -206,7 +291,9 @@ def _file_table(rows: list[FileRow], title: str) -> Table:
 @local_command
 def dedupe(
     run: RunContext,
-    name: Annotated[str, typer.Argument(help="The patchset NAME whose versions to dedupe.")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="The patchset NAME whose versions to dedupe.")
+    ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the moves only.")] = False,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:

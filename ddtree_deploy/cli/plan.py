@@ -23,4 +23,11 @@ def plan(
     from ddtree_deploy.pipeline import per_host, plan_host
     from ddtree_deploy.report import plan_table
 
-    run_and_exit(run, f"plan {choice.label}", hosts, per_host(choice, plan_host), table=plan_table)
+    run_and_exit(
+        run,
+        f"plan {choice.label}",
+        hosts,
+        per_host(choice, plan_host),
+        table=plan_table,
+        result_on_stdout=True,
+    )

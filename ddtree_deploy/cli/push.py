@@ -29,14 +29,24 @@ from .options import (
 )
 from .rollout import connect_first_hosts, run_and_exit
 
+# A lock shorter than a minute expires while the push that took it still runs (a push's
+# smoke suites alone take ~30 s on the sandbox), letting a second run in; a week is far
+# past any push, and a dead run's lock should not outlive the operator's patience.
+MIN_LOCK_TTL_S = 60.0
+MAX_LOCK_TTL_S = 7 * 24 * 3600.0
+MAX_KEEP_BACKUPS = 1000  # each backup holds the patched files: a sanity bound, not a budget
+
 CanaryOpt = Annotated[
     int,
-    typer.Option("--canary", min=0, help="First N hosts alone; any failure stops the fleet."),
+    typer.Option(
+        "--canary", min=0, metavar="N", help="First N hosts alone; any failure stops the fleet."
+    ),
 ]
 BatchOpt = Annotated[
     str | None,
     typer.Option(
         "--batch",
+        metavar="N|P%[,...]",
         help="Wave sizes after the canary: N, P% or a list like 1,5,25% (last one repeats).",
     ),
 ]
@@ -44,6 +54,7 @@ MaxFailOpt = Annotated[
     str | None,
     typer.Option(
         "--max-fail",
+        metavar="N|P%",
         help="Stop starting new hosts once more than N (or P%) hosts failed (default: no limit).",
     ),
 ]
@@ -66,8 +77,27 @@ def push(
     no_restart: NoRestartOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Same as `plan`.")] = False,
     break_lock: BreakLockOpt = False,
-    keep_backups: Annotated[int, typer.Option("--keep-backups", min=1)] = 5,
-    lock_ttl_s: Annotated[float, typer.Option("--lock-ttl", help="Seconds.")] = 3600.0,
+    keep_backups: Annotated[
+        int,
+        typer.Option(
+            "--keep-backups",
+            min=1,
+            max=MAX_KEEP_BACKUPS,
+            metavar="N",
+            help="Backups to keep per host.",
+        ),
+    ] = 5,
+    lock_ttl_s: Annotated[
+        float,
+        typer.Option(
+            "--lock-ttl",
+            min=MIN_LOCK_TTL_S,
+            max=MAX_LOCK_TTL_S,
+            metavar="SECONDS",
+            help="Seconds the host lock stays valid; after that another run may take it "
+            f"over without --break-lock ({MIN_LOCK_TTL_S:g} to {MAX_LOCK_TTL_S:g}).",
+        ),
+    ] = 3600.0,
     canary: CanaryOpt = 0,
     batch: BatchOpt = None,
     max_fail: MaxFailOpt = None,

@@ -17,7 +17,9 @@ from .rollout import connect_first_hosts, run_and_exit
 @host_command
 def rollback(
     run: RunContext,
-    to: Annotated[str | None, typer.Option("--to", help="Restore this deploy's backup.")] = None,
+    to: Annotated[
+        str | None, typer.Option("--to", metavar="DEPLOY_ID", help="Restore this deploy's backup.")
+    ] = None,
     no_restart: NoRestartOpt = False,
     break_lock: BreakLockOpt = False,
     yes: YesOpt = False,

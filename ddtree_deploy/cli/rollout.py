@@ -15,7 +15,7 @@ from ddtree_deploy.inventory import Host
 from ddtree_deploy.results import HostResult
 
 from . import exit_codes
-from .context import RunContext
+from .context import RunContext, data_console
 
 if TYPE_CHECKING:
     from ddtree_deploy.fleet.run import GroupUnit, HostFn, UndoFn
@@ -46,10 +46,16 @@ def run_and_exit(
     policy: RolloutPolicy | None = None,
     undo: UndoFn | None = None,
     groups: tuple[GroupUnit, ...] = (),
+    result_on_stdout: bool = False,
 ) -> NoReturn:
     """Run fn across hosts per policy (default: --parallel at a time), print the summary, write
     JUnit and the Markdown summary; raise typer.Exit with the documented code (the most urgent
-    host outcome wins)."""
+    host outcome wins).
+
+    `result_on_stdout` (read-only commands: plan, status, hosts check, backups list): the
+    result tables are the command's data and go to stdout (terminal width, unlimited when
+    piped), unless --json owns stdout; progress and errors stay on stderr.
+    """
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
     from ddtree_deploy.fleet import run_rollout
     from ddtree_deploy.pipeline import new_run_id
@@ -69,16 +75,17 @@ def run_and_exit(
     with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:
         sink = FanoutSink(JsonLinesSink() if out.json_lines else None, human)
         fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo, groups)
+    data = data_console() if result_on_stdout and not out.json_lines else console
     if not hosts:
         console.print(Text(f"{title}: no hosts selected (empty shard): nothing to do"))
     elif table is not None:
-        console.print(table(fleet.results))
+        data.print(table(fleet.results))
         if fleet.stopped:
             console.print(Text.assemble(("stopped:", "bold red"), f" {fleet.stopped}"))
     else:
-        console.print(fleet_table(title, fleet.results, fleet.stopped))
+        data.print(fleet_table(title, fleet.results, fleet.stopped))
     if (checks := gate_table(fleet.results)) is not None:
-        console.print(checks)
+        data.print(checks)
     if out.junit:
         write_junit(out.junit, title, fleet.results)
     if out.summary_file:

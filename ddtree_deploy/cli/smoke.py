@@ -29,6 +29,7 @@ SuiteOpt = Annotated[
     typer.Option(
         "--suite",
         "-s",
+        metavar="SUITE",
         help="Suite to run (repeat); default: the patchset's suites and after_restart.",
     ),
 ]

@@ -18,7 +18,10 @@ from .rollout import connect_first_hosts, run_and_exit
 def status(
     run: RunContext,
     patchset: Annotated[
-        str | None, typer.Option("--patchset", "-p", help="Also report drift against this.")
+        str | None,
+        typer.Option(
+            "--patchset", "-p", metavar="NAME[@VERSION]", help="Also report drift against this."
+        ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
     strict: StrictOpt = False,
@@ -39,4 +42,4 @@ def status(
     from ddtree_deploy.report import status_table
 
     fn = read_only_fn(partial(status_host, check=check), choice)
-    run_and_exit(run, "status", hosts, fn, table=status_table)
+    run_and_exit(run, "status", hosts, fn, table=status_table, result_on_stdout=True)

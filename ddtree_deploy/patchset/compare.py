@@ -6,11 +6,11 @@ releases compare by what they install, not by their diffs' text.
 
 from __future__ import annotations
 
-import difflib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ddtree_deploy.patchset.diffs import file_patch
 from ddtree_deploy.patchset.load import Patchset
 from ddtree_deploy.patchset.materialize import Materialized, digest, fetch_wheel, materialize
 
@@ -29,9 +29,9 @@ class Side(_Frozen):
 
 
 class FileDiff(_Frozen):
-    """One path: where it is, each side's kind and result sha256, the diff of the results
-    (A to B, unified, "" unless `changed`), and the lines added/removed (a file only in B
-    adds all its lines, one only in A removes all of its)."""
+    """One path: where it is, each side's kind and result sha256, the patch from A's
+    installed file to B's (`compare_file`; "" when `same`), and its lines added/removed
+    (a new file only in B adds all its lines, one only in A removes all of its)."""
 
     path: str
     change: FileChange
@@ -71,19 +71,21 @@ def diff_patchsets(a: Patchset, b: Patchset) -> PatchsetDiff:
 def compare_file(
     path: str, a: Materialized | None, b: Materialized | None, a_ref: str, b_ref: str
 ) -> FileDiff:
-    """Return how `path` differs between the two sides (None: that side lacks it)."""
+    """Return how `path` differs between the two sides (None: that side lacks it).
+
+    The diff turns A's installed file into B's: a side that does not own `path` leaves it
+    as the wheel has it (the other side's base; absent when that is a new file), so the
+    patch applies to a site-packages holding A (`git apply`, `patch -p1`).
+    """
     change: FileChange
     if a is None or b is None:
         change = "only_b" if a is None else "only_a"
     else:
         change = "same" if a.result == b.result else "changed"
-    text, added, removed = "", 0, 0
-    if a is not None and b is not None and change == "changed":
-        text, added, removed = _result_diff(path, a.result, b.result, a_ref, b_ref)
-    elif change == "only_b" and b is not None:  # the whole file arrives
-        added = len(b.result.splitlines())
-    elif change == "only_a" and a is not None:  # the whole file leaves
-        removed = len(a.result.splitlines())
+    old = a.result if a is not None else (b.base if b is not None else None)
+    new = b.result if b is not None else (a.base if a is not None else None)
+    text = "" if change == "same" else _result_diff(path, old, new)
+    lines = text.splitlines()[2:]  # after the two header lines
     return FileDiff(
         path=path,
         change=change,
@@ -91,26 +93,19 @@ def compare_file(
         b_kind=None if b is None else b.entry.kind,
         a_sha256=None if a is None else digest(a.result),
         b_sha256=None if b is None else digest(b.result),
-        added=added,
-        removed=removed,
+        added=sum(line.startswith("+") for line in lines),
+        removed=sum(line.startswith("-") for line in lines),
         diff=text,
     )
 
 
-def _result_diff(path: str, a: bytes, b: bytes, a_ref: str, b_ref: str) -> tuple[str, int, int]:
-    """The unified diff of two results, headed by each side's ref (for people: never
-    applied), with its added and removed line counts."""
-    old = a.decode("utf-8").splitlines(keepends=True)
-    new = b.decode("utf-8").splitlines(keepends=True)
-    lines = []
-    added = removed = 0
-    diff = difflib.unified_diff(old, new, f"{a_ref}/{path}", f"{b_ref}/{path}")
-    for number, line in enumerate(diff):
-        if number >= 2:  # after the two header lines
-            added += line.startswith("+")
-            removed += line.startswith("-")
-        lines.append(line if line.endswith("\n") else line + "\n")
-    return "".join(lines), added, removed
+def _result_diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    """The patch (diffs.file_patch) from one side's installed bytes to the other's."""
+    return file_patch(
+        path,
+        None if old is None else old.decode("utf-8"),
+        None if new is None else new.decode("utf-8"),
+    )
 
 
 def _side(patchset: Patchset) -> Side:

@@ -48,8 +48,8 @@ class DedupePlan:
 def plan_dedupe(versions: list[Patchset]) -> DedupePlan:
     """Return which sources of ``versions`` (all of one name) to move into the store.
 
-    Raises PatchsetError when a locked version's files do not match its lock (re-lock it
-    first: dedupe must never store bytes a lock does not name).
+    Raises PatchsetError when a locked version's files do not match its lock (dedupe must
+    never store bytes a lock does not name).
     """
     found: dict[str, list[SharedSource]] = {}
     unlocked = []

@@ -46,3 +46,27 @@ def unified_diff(path: str, base: str, result: str, context: int = CONTEXT_LINES
             f"{path}: a unified diff cannot rebuild this file exactly (mixed line endings?)"
         )
     return diff
+
+
+def file_patch(path: str, old: str | None, new: str | None, context: int = CONTEXT_LINES) -> str:
+    """Return the patch that turns ``old`` into ``new`` at ``path`` (relative to
+    site-packages), as `git apply` and `patch -p1` read it: `a/PATH` / `b/PATH` headers, or
+    `/dev/null` for the side that lacks the file (None: created or deleted), and the
+    "no newline" marker. "" when the two are equal. Not checked with our applier (which
+    takes no creation or deletion); `patchset diff` writes it for people and for git.
+    """
+    if old == new:
+        return ""
+    a_name = "/dev/null" if old is None else f"a/{path}"
+    b_name = "/dev/null" if new is None else f"b/{path}"
+    old_lines = (old or "").splitlines(keepends=True)
+    new_lines = (new or "").splitlines(keepends=True)
+    out: list[str] = []
+    for line in difflib.unified_diff(old_lines, new_lines, a_name, b_name, n=context):
+        if line.startswith(("--- ", "+++ ")):
+            out.append(line.rstrip("\n") + "\n")
+        elif line.endswith("\n"):
+            out.append(line)
+        else:
+            out.append(line + "\n" + NO_EOL)
+    return "".join(out)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from ddtree_deploy.errors import PatchsetError
@@ -23,11 +24,13 @@ SPEC_NAME = "patchset.toml"
 
 @dataclass(frozen=True)
 class Patchset:
-    """A patchset directory: its spec, its lock (if written), where it lives."""
+    """A patchset directory: its spec, its lock (if written), where it lives, and the parsed
+    patchset.toml the spec was read from (`spec_data`, which the lock pins)."""
 
     root: Path
     spec: PatchsetSpec
     lock: PatchsetLock | None
+    spec_data: Mapping[str, Any] = field(compare=False, repr=False)
 
     @property
     def ref(self) -> str:
@@ -44,6 +47,16 @@ class Patchset:
         return self.lock
 
 
+def new_version_hint(ref: str) -> str:
+    """Return the advice every drift error ends with: a locked version never changes."""
+    return (
+        f"{ref} is locked and a locked version never changes: put the change in a new "
+        "version (`ddtree-deploy patchset new NAME@VERSION --like "
+        f"{ref} ...` or `ddtree-deploy patchset port {ref} ...`); only a version that was "
+        f"never pushed may be re-locked, with `ddtree-deploy patchset lock --force {ref}`"
+    )
+
+
 def default_patchsets_dir(cwd: Path | None = None) -> Path:
     """Return where patchsets live when ``--patchsets-dir`` is not given.
 
@@ -52,7 +65,10 @@ def default_patchsets_dir(cwd: Path | None = None) -> Path:
     PatchsetError naming all three ways when neither is there.
     """
     if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
+        given = Path(os.environ[ENV_VAR])
+        if not given.is_dir():
+            raise PatchsetError(f"${ENV_VAR}={given}: no such directory")
+        return given
     start = (cwd or Path.cwd()).resolve()
     for folder in (start, *start.parents):
         if (folder / "patchsets").is_dir() and _names_this_project(folder / "pyproject.toml"):
@@ -80,23 +96,57 @@ def version_key(version: str) -> Version:
 
 
 def list_patchsets(base: Path) -> list[Patchset]:
-    """Every patchset under base/NAME/VERSION, sorted by name then version."""
+    """Every patchset under base/NAME/VERSION, sorted by name then version; raises
+    PatchsetError when ``base`` is not a directory (a typo must not read as "none")."""
+    if not base.is_dir():
+        raise PatchsetError(f"{base}: patchsets directory not found")
     found = [load_patchset(spec.parent) for spec in sorted(base.glob(f"*/*/{SPEC_NAME}"))]
     return sorted(found, key=lambda p: (p.spec.name, version_key(p.spec.version)))
 
 
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """Split `NAME@VERSION` (or `NAME`) into its name and version (None: not given); raises
+    PatchsetError for an empty name or an `@` with no version after it."""
+    name, at, version = ref.partition("@")
+    if not name or (at and not version):
+        raise PatchsetError(f"patchset {ref!r}: give NAME@VERSION, or NAME for its highest version")
+    return name, version or None
+
+
 def resolve_patchset(base: Path, ref: str) -> Patchset:
-    """`name@version`, or `name` for its highest version."""
-    name, _, version = ref.partition("@")
+    """`name@version`, or `name` for its highest version; an unknown one is refused naming
+    the versions (or names) that exist."""
+    name, version = parse_ref(ref)
     if version:
         root = base / name / version
         if not (root / SPEC_NAME).is_file():
-            raise PatchsetError(f"{root / SPEC_NAME}: patchset {ref!r} not found")
+            raise PatchsetError(
+                f"{root / SPEC_NAME}: patchset {ref!r} not found; {known(base, name)}"
+            )
         return load_patchset(root)
     candidates = [p for p in list_patchsets(base) if p.spec.name == name]
     if not candidates:
-        raise PatchsetError(f"{base}: no patchset named {name!r}")
+        raise PatchsetError(f"{base}: no patchset named {name!r}; {known(base, name)}")
     return candidates[-1]
+
+
+def known(base: Path, name: str) -> str:
+    """Say which versions of ``name`` exist under ``base`` (by folder, oldest first), or
+    which names do, for an error message."""
+    folders = [spec.parent for spec in (base / name).glob(f"*/{SPEC_NAME}")]
+    versions = sorted((f.name for f in folders if _is_version(f.name)), key=version_key)
+    if versions:
+        return f"{name} has {', '.join(versions)}"
+    names = sorted({spec.parent.parent.name for spec in base.glob(f"*/*/{SPEC_NAME}")})
+    return f"patchsets here: {', '.join(names)}" if names else f"{base} holds no patchset"
+
+
+def _is_version(text: str) -> bool:
+    try:
+        version_key(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def load_patchset(root: Path) -> Patchset:
@@ -113,7 +163,7 @@ def load_patchset(root: Path) -> Patchset:
     except tomllib.TOMLDecodeError as exc:
         raise PatchsetError(f"{spec_path}: cannot parse: {exc}") from None
     spec = parse_patchset(raw, spec_path)
-    return Patchset(root=root, spec=spec, lock=_load_lock(root / LOCK_NAME))
+    return Patchset(root=root, spec=spec, lock=_load_lock(root / LOCK_NAME), spec_data=raw)
 
 
 def parse_patchset(raw: dict[str, Any], spec_path: Path) -> PatchsetSpec:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -12,7 +12,8 @@ from ddtree_deploy.gate.settings import GateConfig
 
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
 MAX_FILE_BYTES = 2 * 1024 * 1024
-LOCK_VERSION = 1
+# 2: the lock records patchset.toml (`spec`, `spec_sha256`; patchset/spec_lock.py).
+LOCK_VERSION = 2
 
 
 class _Strict(BaseModel):
@@ -236,3 +237,7 @@ class PatchsetLock(_Strict):
     # sha256 of each data file the gates read ([lossless] references, [gate] prompts):
     # the gates' data is locked like the code.
     references: dict[str, str] = {}
+    # patchset.toml as the lock pins it (spec_lock.lockable_spec) and its canonical sha256.
+    # None only in a lock written before lock_version 2, which push and verify refuse.
+    spec: dict[str, Any] | None = None
+    spec_sha256: str | None = None

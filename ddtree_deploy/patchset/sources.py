@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset.load import Patchset
+from ddtree_deploy.patchset.load import Patchset, new_version_hint
 from ddtree_deploy.patchset.models import MAX_FILE_BYTES, FileEntry
 from ddtree_deploy.patchset.store import blob_path, check_blob, put_blob, store_dir
 
@@ -31,9 +31,14 @@ def source_file(patchset: Patchset, entry: FileEntry) -> Path:
         return local
     locked = patchset.lock.files.get(entry.path) if patchset.lock is not None else None
     if locked is None:
+        then = (
+            f"run `ddtree-deploy patchset lock {patchset.ref}`"
+            if patchset.lock is None
+            else new_version_hint(patchset.ref)
+        )
         raise PatchsetError(
             f"{local}: shared file {entry.path!r} has no local copy and no lock entry naming "
-            f"its sha256; put the file there and run `ddtree-deploy patchset lock {patchset.ref}`"
+            f"its sha256; put the file there and {then}"
         )
     blob = blob_path(patchset.root, locked.source_sha256)
     if not blob.exists():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset import Patchset, list_patchsets, resolve_patchset
+from ddtree_deploy.patchset.load import known, parse_ref
 from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 
 
@@ -78,13 +79,13 @@ def prepare_choice(base: Path, ref: str, strict: bool = False) -> PatchsetChoice
     Only the candidates a host could get are gated: the pinned version, or the highest
     version per target. Raises PatchsetError for an unknown ref or a failed gate.
     """
-    name, _, version = ref.partition("@")
+    name, version = parse_ref(ref)
     siblings = [p for p in list_patchsets(base) if p.spec.name == name]
     if version:
         prepared = prepare_patchset(resolve_patchset(base, ref), siblings)
         return PatchsetChoice(ref, (prepared,), fixed=prepared, strict=strict)
     if not siblings:
-        raise PatchsetError(f"{base}: no patchset named {name!r}")
+        raise PatchsetError(f"{base}: no patchset named {name!r}; {known(base, name)}")
     candidates = tuple(prepare_patchset(p, siblings) for p in highest_per_target(siblings))
     fixed = candidates[0] if len(candidates) == 1 else None
     return PatchsetChoice(ref, candidates, fixed=fixed, strict=strict)

@@ -77,7 +77,7 @@ def test_become_on_a_host_without_sudo_is_exit_2_and_changes_nothing(no_sudo_hos
     assert host.tree_digest() == tree
     assert sorted(p.name for p in host.state_dir_on_disk.iterdir()) == state
     check = run_cli("hosts", "check", "-i", str(inventory), "--all")
-    assert check.returncode == 2 and "no sudo" in check.stderr
+    assert check.returncode == 2 and "no sudo" in check.stdout + check.stderr
 
 
 def test_become_on_a_local_host_without_sudo_is_a_become_error(tmp_path, monkeypatch):

@@ -125,18 +125,27 @@ def with_gate(tmp_path: Path, gate_toml: str, prompts: str | None) -> Path:
     return root
 
 
-def relock_references(root: Path) -> None:
-    """Add the data files' sha256 to the lock, as `patchset lock` would."""
+def relock_references(root: Path, references: bool = True) -> None:
+    """Add the data files' sha256 and the edited patchset.toml to the lock, as `patchset
+    lock --force` would."""
     from ddtree_deploy.patchset.lock import digest_references
+    from ddtree_deploy.patchset.spec_lock import lockable_spec, spec_digest
 
     lock_path = root / "patchset.lock.json"
     lock = json.loads(lock_path.read_text())
-    lock["references"] = digest_references(load_patchset(root))
+    patchset = load_patchset(root)
+    if references:
+        lock["references"] = digest_references(patchset)
+    lock["spec"] = lockable_spec(patchset.spec_data)
+    lock["spec_sha256"] = spec_digest(lock["spec"])
     lock_path.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
 
 
 def test_patchset_prompts_are_locked_like_the_references(tmp_path):
     root = with_gate(tmp_path, 'prompts = "gate/prompts.jsonl"\nbake_s = 4\n', '{"text": "a"}\n')
+    with pytest.raises(PatchsetError, match=r"patchset.toml: differs from its lock: \[gate\]"):
+        check_sources(load_patchset(root))
+    relock_references(root, references=False)  # the new [gate] recorded, not its data
     with pytest.raises(PatchsetError, match="gate/prompts.jsonl: gate prompts not in the lock"):
         check_sources(load_patchset(root))
     relock_references(root)

@@ -36,7 +36,10 @@ def test_cli_lock_then_verify(tmp_path):
     done = run_cli("patchset", "verify", "ddtree", "--patchsets-dir", str(dirs))
     assert done.returncode == 0 and "verified ddtree@1.0.0" in done.stderr
     listing = run_cli("patchset", "list", "--patchsets-dir", str(dirs))
-    assert "sglang==0.5.13.post1" in listing.stderr and "locked" in listing.stderr
+    assert "sglang==0.5.13.post1" in listing.stdout and "locked" in listing.stdout  # data
+    assert listing.stderr == ""
+    rows = [json.loads(line) for line in run_cli("--json", *listing.args[3:]).stdout.splitlines()]
+    assert [(r["ref"], r["locked"], r["files"]) for r in rows] == [("ddtree@1.0.0", True, 3)]
 
 
 def _replace_in_toml(old: str, new: str):

@@ -183,8 +183,8 @@ def test_diff_shows_files_and_result_diffs(tmp_path):
     assert "ddtree@1.0.0 (sglang==0.5.13.post1) -> ddtree@1.1.0 (sglang==0.5.13.post1)" in (
         shown.stderr
     )
-    assert "--- ddtree@1.0.0/sglang/srt/server_args.py" in shown.stderr
-    assert shown.stdout == ""  # people read stderr
+    assert shown.stdout.startswith("--- a/sglang/srt/server_args.py\n")  # the patch: data
+    assert "--- a/" not in shown.stderr  # the table only (test_diff_output.py applies it)
 
     data = json.loads(run_cli("patchset", "diff", "ddtree@1.0.0", "ddtree@1.1.0", "--json",
                               *common).stdout)  # fmt: skip
@@ -198,10 +198,11 @@ def test_diff_shows_files_and_result_diffs(tmp_path):
         SPEC_INFO: "same",
     }
     server_args = next(f for f in data["files"] if f["path"] == SERVER_ARGS)
-    assert server_args["added"] > 0 and server_args["diff"].startswith("--- ddtree@1.0.0/")
+    assert server_args["added"] > 0 and server_args["diff"].startswith("--- a/sglang/")
     info = next(f for f in data["files"] if f["path"].endswith("/ddtree_info.py"))
     info_path = patchset_file(DDTREE / "1.1.0", info["path"])
-    assert (info["added"], info["diff"]) == (len(info_path.read_text().splitlines()), "")
+    assert info["added"] == len(info_path.read_text().splitlines())  # a new file: all lines
+    assert info["diff"].startswith("--- /dev/null\n+++ b/sglang/") and info["removed"] == 0
     assert data["a"] == {"ref": "ddtree@1.0.0", "target": "sglang==0.5.13.post1"}
     same = json.loads(run_cli("patchset", "diff", "ddtree@1.0.0", "ddtree@1.0.0", "--json",
                               *common).stdout)  # fmt: skip
@@ -219,7 +220,7 @@ def add_entry(root: Path, path: str, kind: str, source: str, text: str) -> None:
     spec = root / "patchset.toml"
     table = f'[[file]]\npath = "{path}"\n{kind} = "{source}"\n\n[smoke]'
     spec.write_text(spec.read_text().replace("[smoke]", table, 1))
-    write_lock(load_patchset(root))
+    write_lock(load_patchset(root), replace=True)
 
 
 def test_a_file_gone_from_the_release_stops_the_port(tmp_path):

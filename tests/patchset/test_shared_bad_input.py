@@ -59,14 +59,14 @@ CASES: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
 }
 
 
-@pytest.mark.parametrize("command", ["lock", "verify"])
+@pytest.mark.parametrize("command", ["lock --force", "verify"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_shared_source_exits_2_naming_it(tmp_path: Path, case: str, command: str) -> None:
     ddtree = Path(shutil.copytree(DDTREE, tmp_path / "patchsets" / "ddtree"))
     breaks, expected = CASES[case]
     breaks(ddtree)
     before = snapshot(ddtree)
-    code, output = patchset_cli(ddtree, command, "ddtree@1.1.0")
+    code, output = patchset_cli(ddtree, *command.split(), "ddtree@1.1.0")
     assert code == 2, output
     assert "error:" in output
     if not (case == "shared_without_lock_or_copy" and command == "verify"):
@@ -76,11 +76,11 @@ def test_bad_shared_source_exits_2_naming_it(tmp_path: Path, case: str, command:
     assert snapshot(ddtree) == before  # nothing written
 
 
-@pytest.mark.parametrize("command", ["lock", "verify"])
+@pytest.mark.parametrize("command", ["lock --force", "verify"])
 def test_intact_store_passes(tmp_path: Path, command: str) -> None:
     """Negative control of the cases above: the untouched copy locks and verifies."""
     ddtree = Path(shutil.copytree(DDTREE, tmp_path / "patchsets" / "ddtree"))
-    code, output = patchset_cli(ddtree, command, "ddtree@1.1.0")
+    code, output = patchset_cli(ddtree, *command.split(), "ddtree@1.1.0")
     assert code == 0, output
     assert (ddtree / "1.1.0" / "patchset.lock.json").read_bytes() == (
         DDTREE / "1.1.0" / "patchset.lock.json"

@@ -4,6 +4,7 @@ and the push path's bytes. Local only; one test reads the wheels of 0.5.13.post1
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -36,7 +37,9 @@ FAST_UTILS_SHA = "bb704d9b9baca2e746cac375baf20a2a90ff43e1f9eba9b8021eb80ebd2b7d
 ONE_READ_UTILS_SHA = "c455911741518f850e083eb66fa74dff83e1ef86cbbfd34601b90e0e7480f9c8"
 POPPED_UTILS_SHA = "86c9d1dbc534218a221db5aa9032fc63e26104668609394ba3085e4333c731e9"
 # sha256 of each patchset.lock.json as it was before the migration into the store (commit
-# abe08d4): the migration moved sources, never a lock.
+# abe08d4): the migration moved sources, never a lock. Since then the locks also record
+# patchset.toml (lock_version 2, one commit that added only that record): `lock_sha256`
+# takes the record out again, so these pins still prove every other byte unchanged.
 LOCK_SHA256 = {
     "1.0.0": "20d8aa539cd61c020fb102cedb445d86cc817f92c137040aaabc16c65e428dcb",
     "1.1.0": "5f63c8bd1742ed04d7f96394dc5fa35e03d9915408899ea1ac0fb2c06fcd94b2",
@@ -45,7 +48,14 @@ LOCK_SHA256 = {
 
 
 def lock_sha256(root: Path) -> str:
-    return hashlib.sha256((root / "patchset.lock.json").read_bytes()).hexdigest()
+    """sha256 of root's lock as written before locks recorded patchset.toml (see above)."""
+    lock = json.loads((root / "patchset.lock.json").read_text(encoding="utf-8"))
+    assert lock.pop("lock_version") == 2 and set(lock.pop("spec")) >= {"name", "target"}
+    lock.pop("spec_sha256")
+    if lock["references"] == {}:  # a default the old writer left out
+        del lock["references"]
+    legacy = json.dumps({**lock, "lock_version": 1}, indent=2, sort_keys=True) + "\n"
+    return hashlib.sha256(legacy.encode()).hexdigest()
 
 
 def copy_tree(tmp_path: Path) -> Path:
@@ -123,8 +133,10 @@ def test_relocking_a_released_shared_version_rewrites_the_same_bytes(tmp_path: P
         load_patchset(DDTREE / "1.1.0"), tmp_path / "own" / "ddtree" / "1.1.0", own_files=True
     )
     for root in (ddtree / "1.1.0", own):
-        write_lock(load_patchset(root))
+        write_lock(load_patchset(root), replace=True)  # as `patchset lock --force` would
         assert lock_sha256(root) == LOCK_SHA256["1.1.0"], root
+        released = (DDTREE / "1.1.0" / "patchset.lock.json").read_bytes()
+        assert (root / "patchset.lock.json").read_bytes() == released, root
     assert not (ddtree / "1.1.0" / "patches" / "spec_info.py.diff").exists()  # not copied back
     assert (own / "patches" / "spec_info.py.diff").is_file()  # unshared: stays in place
 

@@ -79,8 +79,8 @@ def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving,
     checks the same at other budgets.)"""
     plan = serving.cli("plan", "--all", "-p", "ddtree@1.1.0")
     assert plan.returncode == 0, plan.stderr[-3000:]
-    shown = " ".join(plan.stderr.split())  # the flags that change, not all of them
-    assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stderr[-3000:]
+    shown = " ".join(plan.stdout.split())  # the flags that change, not all of them
+    assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stdout[-3000:]
     assert "+ --speculative-ddtree-budget 8" in shown
 
     junit = tmp_path / "push.xml"
@@ -111,7 +111,7 @@ def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving,
     assert glue.returncode == 0 and "glue ok" in glue.stdout, glue.stdout + glue.stderr
     status = serving.cli("status", "--all", "-p", "ddtree@1.1.0")
     assert status.returncode == 0
-    assert "DDTREE budget 8" in " ".join(status.stderr.split())
+    assert "DDTREE budget 8" in " ".join(status.stdout.split())
 
     # `gate`: the host is as good as the baseline its push saved; a doctored baseline is not
     check = serving.cli("gate", "--all", "--gate", "quick", "--record", str(tmp_path / "now"),

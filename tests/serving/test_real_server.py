@@ -84,8 +84,8 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
         copy_patchset(DDTREE_110.parent / version, serving.patchsets / "ddtree" / version)
     plan = serving.cli("plan", "--all", "-p", f"ddtree@{version}", budget=budget)
     assert plan.returncode == 0, plan.stderr[-3000:]
-    shown = " ".join(plan.stderr.split())  # the flags that change, not all of them
-    assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stderr[-3000:]
+    shown = " ".join(plan.stdout.split())  # the flags that change, not all of them
+    assert "--speculative-algorithm DFLASH -> DDTREE" in shown, plan.stdout[-3000:]
     assert f"+ --speculative-ddtree-budget {budget}" in shown
 
     pushed = serving.cli("push", "--all", "-p", f"ddtree@{version}", "--json", budget=budget)
@@ -98,7 +98,7 @@ def test_push_110_serves_ddtree_losslessly_then_rollback_restores_dflash(serving
 
     status = serving.cli("status", "--all", "-p", f"ddtree@{version}")
     assert status.returncode == 0
-    assert f"DDTREE budget {budget}" in " ".join(status.stderr.split())
+    assert f"DDTREE budget {budget}" in " ".join(status.stdout.split())
 
     back = serving.cli("rollback", "--all", "--json")
     assert back.returncode == 0, back.stderr[-3000:]
@@ -164,6 +164,9 @@ def without_references(patchsets: Path, version: str = "1.1.0") -> Path:
     start = text.index("references = [")
     end = text.index("]", start) + 1
     spec.write_text(text[:start] + "references = []" + text[end:])
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
+    write_lock(load_patchset(out / "ddtree" / version), replace=True)  # the lock pins [lossless]
     return out
 
 

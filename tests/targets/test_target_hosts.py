@@ -141,14 +141,17 @@ def merge_inventories(paths: list[Path], out: Path) -> Path:
 
 
 def fast_copies(root: Path, *versions: str) -> Path:
-    """Copies of the real locked versions with integrity+compile smoke only (the lock
-    does not cover [smoke], so they stay locked)."""
+    """Copies of the real locked versions with integrity+compile smoke only, re-locked (the
+    lock pins [smoke]; a copy never pushed may be, as `patchset lock --force` does)."""
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
     for version in versions:
         dest = root / "patchsets" / "ddtree" / version
         copy_patchset(DDTREE / version, dest)  # shared files stay shared: blobs copied
         spec = dest / "patchset.toml"
         head = spec.read_text().split("[smoke]")[0]
         spec.write_text(f'{head}[smoke]\nsuites = ["integrity", "compile"]\nafter_restart = []\n')
+        write_lock(load_patchset(dest), replace=True)
     return root / "patchsets"
 
 
