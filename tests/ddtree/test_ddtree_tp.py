@@ -44,7 +44,7 @@ for vocab in (31, 97, 1000, 4099, 151936, 151665):
             vpe.get_parallel = lambda: types.SimpleNamespace(tp_rank=rank, tp_size=world)
             vpe._resolve_linear_group = lambda name: None
             head = vpe.ParallelLMHead(vocab, 4, params_dtype=None)
-            real = VocabShard.from_lm_head(head, vocab)
+            real = VocabShard.from_lm_head(head)
             ours, columns = vocab_shard(vocab, rank, world)
             if (real, head.num_embeddings_per_partition) != (ours, columns):
                 out.append([vocab, world, rank, str(real), str(ours)])

@@ -69,13 +69,14 @@ class VocabShard:
     vocab_size: int
 
     @classmethod
-    def from_lm_head(cls, lm_head: object, vocab_size: int) -> VocabShard:
-        """Return the shard of an sglang ``ParallelLMHead`` (base vocabulary only)."""
+    def from_lm_head(cls, lm_head: object) -> VocabShard:
+        """Return the shard of an sglang ``ParallelLMHead`` (base vocabulary only: its
+        ``org_vocab_size``; LoRA-added rows are not drafted)."""
         indices = lm_head.shard_indices  # type: ignore[attr-defined]
         return cls(
             start=int(indices.org_vocab_start_index),
             valid=int(indices.num_org_elements),
-            vocab_size=int(vocab_size),
+            vocab_size=int(lm_head.org_vocab_size),  # type: ignore[attr-defined]
         )
 
 
