@@ -1,0 +1,48 @@
+"""Run by the sandbox's python against an unpacked image: where does `import sglang` find
+the package, and does Python's own loader run each module's current source?
+
+argv: SITE_DIR (the image's site-packages, processed like a site dir: .pth, finders),
+JSON list of patchset paths, then extra site dirs (the sandbox's overlay). Prints JSON.
+"""
+
+import hashlib
+import importlib.machinery
+import json
+import os
+import site
+import sys
+
+
+def strings(code):
+    """Every name and string constant of `code` and the code objects inside it."""
+    found = set(code.co_names) | {c for c in code.co_consts if isinstance(c, str)}
+    for const in code.co_consts:
+        if hasattr(const, "co_consts"):
+            found |= strings(const)
+    return found
+
+
+def main():
+    site_dir, rels = sys.argv[1], json.loads(sys.argv[2])
+    for extra in sys.argv[3:]:
+        site.addsitedir(extra)
+    site.addsitedir(site_dir)
+    import sglang
+
+    root = os.path.dirname(sglang.__path__[0])
+    out = {"file": sglang.__file__, "modules": {}}
+    for rel in rels:
+        path = os.path.join(root, rel)
+        name = rel[:-3].replace("/", ".")
+        loaded = importlib.machinery.SourceFileLoader(name, path).get_code(name)
+        with open(path, "rb") as fh:
+            source = fh.read()
+        fresh = compile(source, path, "exec", dont_inherit=True)
+        out["modules"][rel] = {
+            "sha256": hashlib.sha256(source).hexdigest(),
+            "runs_source": strings(loaded) == strings(fresh),
+        }
+    print(json.dumps(out))
+
+
+main()
