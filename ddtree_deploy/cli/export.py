@@ -109,6 +109,144 @@ def _export_oci(
     )
 
 
-COMMANDS: dict[str, Callable[..., None]] = {"oci": _export_oci}
+def _write_docs(folder: Path, docs: dict[str, Any]) -> None:
+    """Write each document as JSON (YAML 1.2) under folder; refuse what fails the checks."""
+    from ddtree_deploy.export.k8s_check import check_files
+
+    problems = check_files(docs)
+    if problems:  # a bug of ours, not bad input: say so loudly
+        raise ConfigError(f"export k8s produced invalid manifests: {problems}")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, doc in docs.items():
+        (folder / name).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _export_k8s(
+    run: RunContext,
+    patchset: RefOpt,
+    base: BaseOpt,
+    out: OutOpt,
+    image: Annotated[
+        str, typer.Option("--image", help="Registry repository of the patched image.")
+    ],
+    digest: Annotated[str, typer.Option("--digest", help="Its manifest digest (sha256:...).")],
+    workload: Annotated[str, typer.Option("--workload", help="metadata.name to patch.")],
+    kind: Annotated[
+        str, typer.Option("--kind", help="deployment | statefulset | lws.")
+    ] = "deployment",
+    container: Annotated[str, typer.Option("--container", help="The server container.")] = "sglang",
+    container_index: Annotated[int, typer.Option("--container-index", help="lws: its index.")] = 0,
+    base_image: Annotated[
+        str, typer.Option("--base-image", help="The image name the base manifests use.")
+    ] = "lmsysorg/sglang",
+    args: Annotated[
+        str, typer.Option("--args", help="The container's current args (one shell-quoted string).")
+    ] = "",
+    resources: Annotated[
+        list[str] | None,
+        typer.Option("--resource", help="Base manifests (relative to each overlay)."),
+    ] = None,
+    files_image: Annotated[
+        str | None,
+        typer.Option("--files-image", help="Where the files image is pushed (image-volume)."),
+    ] = None,
+    patchsets_dir: PatchsetsDirOpt = None,
+) -> None:
+    """Kustomize overlay (image by digest + server args), Helm values, and the ConfigMap and
+    image-volume variants that mount the result files over the base image."""
+    import re
+    import shlex
+
+    from ddtree_deploy.export import k8s
+    from ddtree_deploy.export.files import results_from_base
+    from ddtree_deploy.export.files_image import write_files_image
+
+    if kind not in k8s.KINDS:
+        raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(k8s.KINDS)}")
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ConfigError(f"--digest {digest!r}: expected sha256:<64 hex>")
+    _, prepared = load_prepared(patchset, patchsets_dir)
+    spec = k8s.Workload(kind, workload, container, container_index, base_image)
+    serve = list(prepared.serve.args) if prepared.serve else []
+    merged = k8s.merge_args(shlex.split(args), serve)
+    bases = resources or ["../base"]
+    files = results_from_base(prepared, base)
+    with new_out_dir(out) as scratch:
+        _write_docs(
+            scratch / "kustomize", k8s.kustomize_overlay(spec, image, digest, merged, bases)
+        )
+        _write_docs(scratch / "helm", k8s.helm_values(image, digest, serve))
+        refused: dict[str, str] = {}
+        name = f"{prepared.name}-{prepared.version}".replace(".", "-").replace("_", "-")
+        try:
+            docs = k8s.configmap_variant(spec, files, (), f"{name}-files")
+            patch = next(n for n in docs if n.startswith("patch-"))
+            docs["kustomization.yaml"] = k8s.variant_kustomization(
+                spec, [*bases, "configmap.yaml"], patch
+            )
+            _write_docs(scratch / "configmap", docs)
+        except ConfigError as exc:
+            refused["configmap"] = str(exc)
+        labels = {"io.ddtree-deploy.patchset": prepared.ref}
+        files_digest = write_files_image(
+            files.files, scratch / "image-volume" / "files-oci", labels
+        )
+        reference = files_image or f"{image}-files@{files_digest}"
+        docs = k8s.image_volume_variant(spec, files, (), reference)
+        patch = next(iter(docs))
+        docs["kustomization.yaml"] = k8s.variant_kustomization(spec, bases, patch)
+        _write_docs(scratch / "image-volume", docs)
+    summary = {
+        "patchset": prepared.ref,
+        "image": f"{image}@{digest}",
+        "args": merged,
+        "root": files.root,
+        "files_image_digest": files_digest,
+        "refused": refused,
+        "out": str(out),
+    }
+    report(
+        run,
+        summary,
+        f"{prepared.ref}: kustomize, helm, image-volume"
+        + ("" if refused else ", configmap")
+        + f" -> {out}"
+        + "".join(f"\n{k} refused: {v}" for k, v in refused.items()),
+    )
+
+
+def _export_dir(
+    run: RunContext,
+    patchset: RefOpt,
+    base: BaseOpt,
+    out: OutOpt,
+    patchsets_dir: PatchsetsDirOpt = None,
+) -> None:
+    """A directory of the result files to bind-mount over the image under Slurm (Pyxis
+    --container-mounts, Apptainer --bind), with the lines to paste (OUT/mounts.txt)."""
+    from ddtree_deploy.export.files import results_from_base
+    from ddtree_deploy.export.slurm import mount_lines, write_mount_dir
+
+    _, prepared = load_prepared(patchset, patchsets_dir)
+    files = results_from_base(prepared, base)
+    with new_out_dir(out) as scratch:
+        pairs = write_mount_dir(files, scratch)
+        # the lines name the final dir, not the scratch one it is built in
+        final = [
+            (src.replace(str(scratch.resolve()), str(out.resolve()), 1), dst) for src, dst in pairs
+        ]
+        lines = mount_lines(final, ())
+        (scratch / "mounts.txt").write_text("".join(f"# {k}\n{v}\n" for k, v in lines.items()))
+    summary = {"patchset": prepared.ref, "root": files.root, "mounts": final, **lines}
+    report(
+        run, summary, f"{prepared.ref}: {len(final)} files -> {out}; lines in {out / 'mounts.txt'}"
+    )
+
+
+COMMANDS: dict[str, Callable[..., None]] = {
+    "oci": _export_oci,
+    "k8s": _export_k8s,
+    "dir": _export_dir,
+}
 for _name, _fn in COMMANDS.items():
     export_app.command(_name)(local_command(_fn))
