@@ -47,7 +47,11 @@ def gate(
     ] = None,
     url: Annotated[
         str | None,
-        typer.Option("--url", help="Measure this server from here (no host); needs --baseline."),
+        typer.Option(
+            "--url",
+            help="Measure this server from here (no host): against --baseline FILE, or "
+            "just --record FILE.",
+        ),
     ] = None,
     api_key_env: Annotated[
         str | None, typer.Option("--api-key-env", help="--url: the server's API key variable.")

@@ -27,12 +27,13 @@ def run_url_gate(
     record: Path | None,
     api_key_env: str | None,
 ) -> None:
-    """Measure `url`, compare with `baseline`, print the verdict (JSON on stdout) and exit
-    0 (as good), 1 (a check failed) or 2 (bad input: no/unusable baseline, bad URL)."""
+    """Measure `url`, compare with `baseline` (none: measure and --record only), print the
+    verdict (JSON on stdout) and exit 0 (as good), 1 (a check failed, or the server gave no
+    usable measurement) or 2 (bad input: no/unusable baseline, bad URL)."""
     from ddtree_deploy.pipeline.gate_url import gate_url
 
-    if baseline is None or not baseline.is_file():
-        raise ConfigError(f"gate --url: give --baseline FILE (a gate measurement); got {baseline}")
+    if baseline is not None and not baseline.is_file():
+        raise ConfigError(f"gate --url: --baseline {baseline}: no such file")
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"gate --url {url!r}: expected http://HOST:PORT or https://...")
     prepared = None

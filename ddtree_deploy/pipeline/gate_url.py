@@ -106,12 +106,18 @@ def gate_url(
     url: str,
     prepared: PreparedPatchset | None,
     mode: GateMode | None,
-    baseline_path: Path,
+    baseline_path: Path | None,
     record: Path | None,
     api_key_env: str | None = None,
 ) -> UrlGateResult:
     """Measure `url` and compare with the baseline at `baseline_path`; never raises for an
-    expected outcome (bad baseline: refused; unreachable server or failed check: not ok)."""
+    expected outcome (bad baseline: refused; unreachable server or failed check: not ok).
+
+    Without a baseline it only measures and records (the stable server's baseline, taken
+    before a canary starts); the patchset's prompts are then needed.
+    """
+    if baseline_path is None:
+        return _record_only(url, prepared, mode, record, api_key_env)
     try:
         baseline = read_baseline(baseline_path, "baseline")
     except ValueError as exc:
@@ -125,9 +131,7 @@ def gate_url(
     except OpFailed as exc:
         return UrlGateResult(False, exc.code == "api_key_unreadable", f"{url}: {exc}", {})
     if record is not None:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        plain = {k: v for k, v in measured.to_dict().items() if k != "stored"}
-        record.write_text(json.dumps(plain, indent=1) + "\n", encoding="utf-8")
+        _write(record, measured)
     first = compare(baseline, measured, settings.thresholds)
     checks = _recheck(url, settings, baseline, first, api_key_env)
     details = {
@@ -142,3 +146,35 @@ def gate_url(
             False, False, f"gate failed against {baseline_path}: {broken}", details
         )
     return UrlGateResult(True, False, f"{url} is as good as {baseline_path}", details)
+
+
+def _write(record: Path, measured: GateMeasurement) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True)
+    plain = {k: v for k, v in measured.to_dict().items() if k != "stored"}
+    record.write_text(json.dumps(plain, indent=1) + "\n", encoding="utf-8")
+
+
+def _record_only(
+    url: str,
+    prepared: PreparedPatchset | None,
+    mode: GateMode | None,
+    record: Path | None,
+    api_key_env: str | None,
+) -> UrlGateResult:
+    """Measure `url` with the patchset's prompts and write the measurement to `record`."""
+    prompts = prepared.gate_prompts if prepared else ()
+    if record is None or not prompts:
+        message = "gate --url: give --baseline FILE, or --record FILE with -p NAME@VERSION"
+        return UrlGateResult(False, True, message + " (whose prompts are replayed)", {})
+    config = prepared.gate.over(GateConfig()) if prepared and prepared.gate else GateConfig()
+    settings = resolve(config, prompts, mode)
+    try:
+        measured = measure_url(url, settings, "baseline", True, api_key_env)
+    except OpFailed as exc:
+        return UrlGateResult(False, exc.code == "api_key_unreadable", f"{url}: {exc}", {})
+    problem = unusable(measured)
+    if problem is not None:
+        return UrlGateResult(False, False, f"{url}: not usable as a baseline: {problem}", {})
+    _write(record, measured)
+    details = {"url": url, "measured": describe_measurement(measured), "recorded": str(record)}
+    return UrlGateResult(True, False, f"{url}: measured, recorded in {record}", details)

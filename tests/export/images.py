@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 SITE = "opt/venv/lib/python3.11/site-packages"
@@ -242,46 +241,76 @@ def write_docker_save(layers: list[bytes], out: Path) -> Path:
     return out
 
 
-def _layers_of(layout: Path) -> Iterator[bytes]:
+def _layers_of(layout: Path) -> list[tuple[str, bytes]]:
+    """Return (digest, uncompressed tar) of each layer of the layout's one image, in order."""
     index = json.loads((layout / "index.json").read_text())
     digest = index["manifests"][0]["digest"]
     manifest = json.loads((layout / "blobs" / "sha256" / digest[7:]).read_bytes())
+    out = []
     for desc in manifest["layers"]:
         data = (layout / "blobs" / "sha256" / desc["digest"][7:]).read_bytes()
-        yield gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        out.append((desc["digest"], gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data))
+    return out
 
 
-def unpack_image(layout: Path, root: Path, whiteouts: bool = True) -> Path:
+def unpack_image(
+    layout: Path, root: Path, whiteouts: bool = True, cache: Path | None = None
+) -> Path:
     """Apply the layout's layers in order under `root`, as overlayfs/Docker do; with
-    `whiteouts=False` the markers are skipped (the negative control). Returns root."""
-    root.mkdir(parents=True, exist_ok=True)
-    for layer in _layers_of(layout):
-        with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
-            members = tar.getmembers()
-            for info in members:
-                folder, name = posixpath.split(posixpath.normpath(info.name))
-                if not name.startswith(".wh."):
-                    continue
-                if whiteouts:
-                    target = root / folder / name[len(".wh.") :]
-                    if name == ".wh..wh..opq":
-                        for child in (root / folder).iterdir():
-                            shutil.rmtree(child) if child.is_dir() else child.unlink()
-                    elif target.is_dir() and not target.is_symlink():
-                        shutil.rmtree(target)
-                    elif target.exists() or target.is_symlink():
-                        target.unlink()
-            for info in members:
-                if posixpath.basename(posixpath.normpath(info.name)).startswith(".wh."):
-                    continue
-                dest = root / posixpath.normpath(info.name)
-                if info.isdir():
-                    dest.mkdir(parents=True, exist_ok=True)
-                elif info.isreg():
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    stream = tar.extractfile(info)
-                    assert stream is not None
-                    if dest.exists():
-                        dest.unlink()
-                    dest.write_bytes(stream.read())
+    `whiteouts=False` the markers are skipped (the negative control). Returns root.
+
+    cache: a dir where the tree of all layers but the top one is kept, keyed by their
+    digests (the base's layers, identical in every export of one base): later calls
+    hard-link that tree (`cp -al`) and apply only the top layer. Writes replace a file
+    (unlink, then write), so a hard-linked cached file is never changed.
+    """
+    layers = _layers_of(layout)
+    if cache is None:
+        root.mkdir(parents=True, exist_ok=True)
+        for _, layer in layers:
+            _apply_layer(layer, root, whiteouts)
+        return root
+    key = hashlib.sha256(repr((whiteouts, [d for d, _ in layers[:-1]])).encode()).hexdigest()[:16]
+    lower = cache / key
+    if not lower.is_dir():
+        building = cache / f".{key}.partial"
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(parents=True)
+        for _, layer in layers[:-1]:
+            _apply_layer(layer, building, whiteouts)
+        building.rename(lower)
+    subprocess.run(["cp", "-al", str(lower), str(root)], check=True)
+    _apply_layer(layers[-1][1], root, whiteouts)
     return root
+
+
+def _apply_layer(layer: bytes, root: Path, whiteouts: bool) -> None:
+    """Apply one uncompressed layer tar under root: its whiteouts first (they hide what the
+    layers below hold), then its entries."""
+    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+        members = tar.getmembers()
+        for info in members:
+            folder, name = posixpath.split(posixpath.normpath(info.name))
+            if not name.startswith(".wh.") or not whiteouts:
+                continue
+            target = root / folder / name[len(".wh.") :]
+            if name == ".wh..wh..opq":
+                for child in (root / folder).iterdir():
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+            elif target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+        for info in members:
+            if posixpath.basename(posixpath.normpath(info.name)).startswith(".wh."):
+                continue
+            dest = root / posixpath.normpath(info.name)
+            if info.isdir():
+                dest.mkdir(parents=True, exist_ok=True)
+            elif info.isreg():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                stream = tar.extractfile(info)
+                assert stream is not None
+                if dest.exists():
+                    dest.unlink()
+                dest.write_bytes(stream.read())

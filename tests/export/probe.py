@@ -2,7 +2,9 @@
 the package, and does Python's own loader run each module's current source?
 
 argv: SITE_DIR (the image's site-packages, processed like a site dir: .pth, finders),
-JSON list of patchset paths, then extra site dirs (the sandbox's overlay). Prints JSON.
+JSON list of patchset paths, then extra site dirs (the sandbox's overlay); or
+`--root DIR` instead of SITE_DIR: no import, the paths are taken under DIR (the negative
+control asks only what the loader runs). Prints JSON.
 """
 
 import hashlib
@@ -23,14 +25,18 @@ def strings(code):
 
 
 def main():
-    site_dir, rels = sys.argv[1], json.loads(sys.argv[2])
-    for extra in sys.argv[3:]:
-        site.addsitedir(extra)
-    site.addsitedir(site_dir)
-    import sglang
+    if sys.argv[1] == "--root":
+        root, rels = sys.argv[2], json.loads(sys.argv[3])
+        out = {"file": None, "modules": {}}
+    else:
+        site_dir, rels = sys.argv[1], json.loads(sys.argv[2])
+        for extra in sys.argv[3:]:
+            site.addsitedir(extra)
+        site.addsitedir(site_dir)
+        import sglang
 
-    root = os.path.dirname(sglang.__path__[0])
-    out = {"file": sglang.__file__, "modules": {}}
+        root = os.path.dirname(sglang.__path__[0])
+        out = {"file": sglang.__file__, "modules": {}}
     for rel in rels:
         path = os.path.join(root, rel)
         name = rel[:-3].replace("/", ".")

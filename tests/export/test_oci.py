@@ -60,7 +60,9 @@ def probe(env, root: Path, layout: str, rels: list[str]) -> dict:
 
 
 @pytest.mark.parametrize(("version", "layout"), CASE_IDS, ids=["-".join(c) for c in CASE_IDS])
-def test_export_oci_lands_where_python_imports(base_images, sandbox_envs, scratch, version, layout):
+def test_export_oci_lands_where_python_imports(
+    base_images, sandbox_envs, scratch, scratch_root, version, layout
+):
     ref = CASES[version]
     lock = resolve_patchset(PATCHSETS, ref).require_lock()
     first = export(base_images[(version, layout)], ref, scratch / "one")
@@ -78,7 +80,7 @@ def test_export_oci_lands_where_python_imports(base_images, sandbox_envs, scratc
     patched = sorted(p for p, f in lock.files.items() if f.kind == "patch")
     assert len(first["whiteouts"]) == len(patched)  # one per module the base had compiled
 
-    unpacked = images.unpack_image(scratch / "one/oci", scratch / "root")
+    unpacked = images.unpack_image(scratch / "one/oci", scratch / "root", cache=scratch_root)
     seen = probe(sandbox_envs[version], unpacked, layout, rels)
     assert seen["file"] == f"{expected_root}/sglang/__init__.py" or seen["file"] == str(
         unpacked / expected_root.lstrip("/") / "sglang/__init__.py"
@@ -94,8 +96,14 @@ def test_export_oci_lands_where_python_imports(base_images, sandbox_envs, scratc
         return
     # negative control: the same layers without applying whiteouts leave the base's
     # unchecked-hash bytecode, and Python's loader runs it instead of the patched source
-    stale_root = images.unpack_image(scratch / "one/oci", scratch / "stale", whiteouts=False)
-    stale = probe(sandbox_envs[version], stale_root, layout, patched)
+    stale_root = images.unpack_image(
+        scratch / "one/oci", scratch / "stale", whiteouts=False, cache=scratch_root
+    )
+    package_root = stale_root / expected_root.lstrip("/")
+    cmd = [str(sandbox_envs[version].python), str(PROBE), "--root", str(package_root)]
+    done = subprocess.run([*cmd, json.dumps(patched)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stale = json.loads(done.stdout.strip().splitlines()[-1])
     assert stale["modules"] and not any(m["runs_source"] for m in stale["modules"].values())
 
 
