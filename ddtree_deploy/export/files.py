@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddtree_deploy.errors import ConfigError
-from ddtree_deploy.export.image_locate import Located, locate_in_image
+from ddtree_deploy.export.image_locate import Located, keep_for_export, locate_in_image
 from ddtree_deploy.export.image_read import open_base
 from ddtree_deploy.export.image_view import ImageView
 from ddtree_deploy.export.results import compute_results, image_path
@@ -40,7 +40,8 @@ def results_from_base(prepared: PreparedPatchset, base: Path) -> ResultFiles:
     """Return the results computed from the base image's own files (as `export oci` does);
     raises ConfigError / PatchsetError naming the image."""
     with open_base(base) as (image, store):
-        view = ImageView(image, store)
+        keep = keep_for_export(prepared.package, [f.path for f in prepared.files])
+        view = ImageView(image, store, keep)
         located = locate_in_image(view, prepared.package, prepared.target_version)
         wanted = [image_path(located.root, f.path) for f in prepared.files]
         found = compute_results(prepared, located.root, view.read_files(wanted), str(base))

@@ -14,6 +14,7 @@ import ast
 import json
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 
@@ -39,6 +40,32 @@ class Located:
     dist_info: str
 
 
+def shown(text: str) -> str:
+    """Return image-supplied text safe to print: non-printable characters escaped (a path
+    or version read from the image is data, never terminal control)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def keep_for_export(package: str, rels: list[str]) -> Callable[[str], bool]:
+    """Return a predicate of the paths an export reads: the package's dist-info metadata,
+    site-packages .pth files and editable finders, and files ending in a patchset path."""
+    name = package.replace("-", "_").replace(".", "_")
+    suffixes = tuple("/" + rel for rel in rels)
+
+    def keep(path: str) -> bool:
+        folder, _, base = path.rpartition("/")
+        if path.endswith(suffixes):
+            return True
+        if folder.endswith("-packages"):
+            return base.endswith(".pth") or base.startswith("__editable__")
+        info = posixpath.basename(folder)
+        return info.endswith(".dist-info") and canonicalize_name(
+            info.split("-")[0]
+        ) == canonicalize_name(name)
+
+    return keep
+
+
 def locate_in_image(view: ImageView, package: str, version: str) -> Located:
     """Return where `package` (at `version`) is installed in the image; raises ConfigError
     naming the image and what is missing, ambiguous or at another version."""
@@ -55,7 +82,9 @@ def locate_in_image(view: ImageView, package: str, version: str) -> Located:
         )
     if len(found) > 1:
         places = sorted("/" + posixpath.dirname(m.group(0)) for m in found)
-        raise ConfigError(f"{source}: the image holds {len(found)} installs of {package}: {places}")
+        raise ConfigError(
+            f"{source}: the image holds {len(found)} installs of {package}: {shown(str(places))}"
+        )
     match = found[0]
     dist_info = posixpath.dirname(match.group(0))
     files = view.read_files(
@@ -64,7 +93,8 @@ def locate_in_image(view: ImageView, package: str, version: str) -> Located:
     installed = _metadata_version(files.get(f"{dist_info}/METADATA")) or match["version"]
     if installed != version:
         raise ConfigError(
-            f"{source}: the image holds {package} {installed}; the patchset targets {version}"
+            f"{source}: the image holds {package} {shown(installed)}; the patchset targets "
+            f"{version}"
         )
     site = match["site"]
     name = package.replace("-", "_").replace(".", "_")
@@ -77,11 +107,14 @@ def locate_in_image(view: ImageView, package: str, version: str) -> Located:
         root, kind = site, "wheel"
         record = files.get(f"{dist_info}/RECORD", b"").decode("utf-8", "replace")
         if f"{name}/__init__.py," not in record:
-            raise ConfigError(f"{source}: /{dist_info}/RECORD does not list {name}/__init__.py")
+            raise ConfigError(
+                f"{source}: /{shown(dist_info)}/RECORD does not list {name}/__init__.py"
+            )
     init = view.resolve(posixpath.join(root, name, "__init__.py"))
     if not view.is_file(init):
         raise ConfigError(
-            f"{source}: {package} ({kind}) should be at /{root}/{name} but the image has no /{init}"
+            f"{source}: {package} ({kind}) should be at /{shown(root)}/{name} but the image has "
+            f"no /{shown(init)}"
         )
     return Located(root=root, kind=kind, site_packages=site, dist_info=dist_info)
 
@@ -128,8 +161,8 @@ def _check_editable_hook(view: ImageView, site: str, root: str, name: str) -> No
         if clean_path(mapping.get(name, "")) == posixpath.join(root, name):
             return
     raise ConfigError(
-        f"{view.image.source}: direct_url.json says {name} is editable from /{root}, but no .pth "
-        f"or __editable__ finder in /{site} points there"
+        f"{view.image.source}: direct_url.json says {name} is editable from /{shown(root)}, but "
+        f"no .pth or __editable__ finder in /{shown(site)} points there"
     )
 
 

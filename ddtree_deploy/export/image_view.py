@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddtree_deploy.errors import ConfigError
@@ -33,15 +34,27 @@ class Entry:
 
 
 class ImageView:
-    """Path -> Entry of the merged base file system, and reads of chosen files."""
+    """Path -> Entry of the merged base file system, and reads of chosen files.
 
-    def __init__(self, image: BaseImage, store: BlobStore) -> None:
+    keep: paths whose bytes are kept while the layers are read the first time (the few
+    files an export will ask for), so read_files needs no second pass over a large image.
+    """
+
+    def __init__(
+        self, image: BaseImage, store: BlobStore, keep: Callable[[str], bool] | None = None
+    ) -> None:
         self.image, self.store = image, store
         self.entries: dict[str, Entry] = {}
+        self._kept: dict[str, tuple[int, bytes]] = {}
         for number, blob in enumerate(image.layers):
             with open_layer_tar(store, blob) as tar:
                 for info in tar:
                     self._apply(number, info)
+                    path = clean_path(info.name)
+                    if keep is not None and info.isreg() and keep(path):
+                        stream = tar.extractfile(info)
+                        if stream is not None:
+                            self._kept[path] = (number, stream.read())
 
     def _apply(self, layer: int, info: tarfile.TarInfo) -> None:
         path = clean_path(info.name)
@@ -103,10 +116,16 @@ class ImageView:
         """Return the bytes of each regular file in `paths` that the view holds (absent
         ones are left out), reading each layer once at most."""
         wanted: dict[int, set[str]] = {}
-        for path in paths:
-            if self.is_file(path):
-                wanted.setdefault(self.entries[path].layer, set()).add(path)
         found: dict[str, bytes] = {}
+        for path in paths:
+            if not self.is_file(path):
+                continue
+            layer = self.entries[path].layer
+            kept = self._kept.get(path)
+            if kept is not None and kept[0] == layer:
+                found[path] = kept[1]
+            else:
+                wanted.setdefault(layer, set()).add(path)
         for number, names in sorted(wanted.items()):
             with open_layer_tar(self.store, self.image.layers[number]) as tar:
                 for info in tar:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddtree_deploy.agent.host.pure import sha256_bytes
-from ddtree_deploy.export.image_locate import Located, locate_in_image
+from ddtree_deploy.export.image_locate import Located, keep_for_export, locate_in_image
 from ddtree_deploy.export.image_read import open_base
 from ddtree_deploy.export.image_view import ImageView
 from ddtree_deploy.export.image_write import LABEL_PREFIX, WrittenImage, write_image
@@ -71,7 +71,8 @@ def export_oci(
     base image and the problem before anything is written; OSError while writing.
     """
     with open_base(base_path) as (base, store):
-        view = ImageView(base, store)
+        keep = keep_for_export(prepared.package, [f.path for f in prepared.files])
+        view = ImageView(base, store, keep)
         located = locate_in_image(view, prepared.package, prepared.target_version)
         wanted = [image_path(located.root, f.path) for f in prepared.files]
         results = compute_results(prepared, located.root, view.read_files(wanted), str(base_path))

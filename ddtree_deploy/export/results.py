@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from ddtree_deploy.agent.host.pure import apply_unified_diff, classify_file, sha256_bytes
 from ddtree_deploy.errors import PatchsetError
+from ddtree_deploy.export.image_locate import shown
 from ddtree_deploy.stages.prepared import PreparedPatchset
 
 
@@ -39,8 +40,8 @@ def compute_results(
         if state == "drifted" or state == "upgrade":
             expected = item.base_sha256 or "no file"
             raise PatchsetError(
-                f"{where}: /{path} is {current or 'absent'}, the lock of {prepared.ref} expects "
-                f"{expected} (does the base hold another {prepared.package}?)"
+                f"{where}: /{shown(path)} is {current or 'absent'}, the lock of {prepared.ref} "
+                f"expects {expected} (does the base hold another {prepared.package}?)"
             )
         if state == "unchanged":
             assert base is not None  # unchanged: the image already holds the result

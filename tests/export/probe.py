@@ -40,6 +40,10 @@ def main():
     for rel in rels:
         path = os.path.join(root, rel)
         name = rel[:-3].replace("/", ".")
+        cache = os.path.join(os.path.dirname(path), "__pycache__")
+        stem = os.path.basename(path)[:-3] + "."
+        names = os.listdir(cache) if os.path.isdir(cache) else []
+        pycs = sorted(n for n in names if n.startswith(stem) and n.endswith(".pyc"))
         loaded = importlib.machinery.SourceFileLoader(name, path).get_code(name)
         with open(path, "rb") as fh:
             source = fh.read()
@@ -47,6 +51,7 @@ def main():
         out["modules"][rel] = {
             "sha256": hashlib.sha256(source).hexdigest(),
             "runs_source": strings(loaded) == strings(fresh),
+            "pycs": pycs,  # listed before the loader ran (run with -B: it writes none)
         }
     print(json.dumps(out))
 

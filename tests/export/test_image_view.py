@@ -70,3 +70,28 @@ def test_locate_refusals(tmp_path):
             locate_in_image(ImageView(image, store), "sglang", "0.5.23")
     with pytest.raises(ConfigError, match="not found"), open_base(tmp_path / "missing"):
         pass
+
+
+def test_a_drifted_base_file_is_refused_before_anything_is_written(tmp_path):
+    """A base whose file differs from the lock's base: exit 2 naming it, no --out."""
+    from typer.testing import CliRunner
+
+    from ddtree_deploy.cli.app import app
+    from tests.export.conftest import PATCHSETS
+
+    dist = f"{SP}/sglang-0.5.13.post1.dist-info"
+    files = {
+        f"{dist}/METADATA": META.replace(b"0.5.23", b"0.5.13.post1"),
+        f"{dist}/RECORD": b"sglang/__init__.py,,\n",
+        f"{SP}/sglang/__init__.py": b"",
+        f"{SP}/sglang/srt/speculative/spec_info.py": b"# not the pinned file\n",
+    }
+    base = images.write_docker_save([layer(files)], tmp_path / "img.tar")
+    result = CliRunner().invoke(
+        app,
+        ["export", "oci", "-p", "ddtree@1.1.12", "--base", str(base), "--out", str(tmp_path / "o")],
+        env={"DDTREE_DEPLOY_PATCHSETS": str(PATCHSETS)},
+    )
+    assert result.exit_code == 2, result.output
+    assert "sglang/srt/speculative/spec_info.py" in result.output
+    assert not (tmp_path / "o").exists()
