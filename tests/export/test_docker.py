@@ -27,6 +27,8 @@ from tests.export import images
 from tests.export.conftest import CASES, PATCHSETS
 from tests.export.test_oci import export
 
+pytestmark = pytest.mark.hosts  # root and the sandbox's sglang envs (built once)
+
 HERE = Path(__file__).resolve().parent
 
 

@@ -103,6 +103,7 @@ def _render(folder: Path) -> list[dict]:
     return list(yaml.safe_load_all(done.stdout))
 
 
+@pytest.mark.hosts  # root and the sandbox's sglang envs (the base image)
 @pytest.mark.parametrize("kind", ["deployment", "lws"])
 def test_export_k8s_renders(base_images, scratch, kind):
     base_dir = scratch / "base"

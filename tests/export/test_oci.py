@@ -17,6 +17,8 @@ from ddtree_deploy.patchset import resolve_patchset
 from tests.export import images
 from tests.export.conftest import CASES, PATCHSETS
 
+pytestmark = pytest.mark.hosts  # root and the sandbox's sglang envs (built once)
+
 PROBE = Path(__file__).with_name("probe.py")
 CASE_IDS = [(v, layout) for v in CASES for layout in ("site", "editable")]
 # the second export (same digests, same tarball bytes) and the negative control (unpacked

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from ddtree_deploy.agent.host.pure import sha256_bytes
 from ddtree_deploy.cli.app import app
 from ddtree_deploy.patchset import resolve_patchset
 from tests.export.conftest import CASES, PATCHSETS
+
+pytestmark = pytest.mark.hosts  # root and the sandbox's sglang envs (built once)
 
 
 def test_export_dir_writes_locked_results_and_lines(base_images, scratch):
