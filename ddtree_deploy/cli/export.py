@@ -124,13 +124,20 @@ def _write_docs(folder: Path, docs: dict[str, Any]) -> None:
 def _export_k8s(
     run: RunContext,
     patchset: RefOpt,
-    base: BaseOpt,
     out: OutOpt,
     image: Annotated[
         str, typer.Option("--image", help="Registry repository of the patched image.")
     ],
     digest: Annotated[str, typer.Option("--digest", help="Its manifest digest (sha256:...).")],
     workload: Annotated[str, typer.Option("--workload", help="metadata.name to patch.")],
+    args: Annotated[
+        str,
+        typer.Option(
+            "--args",
+            help="The server container's current args, one shell-quoted string (required: a "
+            'patch replaces the whole list; give "" for none).',
+        ),
+    ],
     kind: Annotated[
         str, typer.Option("--kind", help="deployment | statefulset | lws.")
     ] = "deployment",
@@ -139,9 +146,6 @@ def _export_k8s(
     base_image: Annotated[
         str, typer.Option("--base-image", help="The image name the base manifests use.")
     ] = "lmsysorg/sglang",
-    args: Annotated[
-        str, typer.Option("--args", help="The container's current args (one shell-quoted string).")
-    ] = "",
     resources: Annotated[
         list[str] | None,
         typer.Option("--resource", help="Base manifests (relative to each overlay)."),
@@ -150,10 +154,18 @@ def _export_k8s(
         str | None,
         typer.Option("--files-image", help="Where the files image is pushed (image-volume)."),
     ] = None,
+    base: Annotated[
+        Path | None,
+        typer.Option(
+            "--base",
+            help="The base image (OCI layout or docker save tar): needed "
+            "by the configmap and image-volume variants, which mount files over it.",
+        ),
+    ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
-    """Kustomize overlay (image by digest + server args), Helm values, and the ConfigMap and
-    image-volume variants that mount the result files over the base image."""
+    """Kustomize overlay (image by digest + server args), Helm values, and (with --base) the
+    ConfigMap and image-volume variants that mount the result files over the base image."""
     import re
     import shlex
 
@@ -170,15 +182,21 @@ def _export_k8s(
     serve = list(prepared.serve.args) if prepared.serve else []
     merged = k8s.merge_args(shlex.split(args), serve)
     bases = resources or ["../base"]
-    files = results_from_base(prepared, base)
+    files = results_from_base(prepared, base) if base is not None else None
     with new_out_dir(out) as scratch:
         _write_docs(
             scratch / "kustomize", k8s.kustomize_overlay(spec, image, digest, merged, bases)
         )
         _write_docs(scratch / "helm", k8s.helm_values(image, digest, serve))
         refused: dict[str, str] = {}
+        files_digest = None
+        if files is None:
+            why = "needs --base: the files are computed from the base image's own files"
+            refused = {"configmap": why, "image-volume": why}
         name = f"{prepared.name}-{prepared.version}".replace(".", "-").replace("_", "-")
         try:
+            if files is None:
+                raise ConfigError(refused["configmap"])
             docs = k8s.configmap_variant(spec, files, (), f"{name}-files")
             patch = next(n for n in docs if n.startswith("patch-"))
             docs["kustomization.yaml"] = k8s.variant_kustomization(
@@ -187,20 +205,20 @@ def _export_k8s(
             _write_docs(scratch / "configmap", docs)
         except ConfigError as exc:
             refused["configmap"] = str(exc)
-        labels = {"io.ddtree-deploy.patchset": prepared.ref}
-        files_digest = write_files_image(
-            files.files, scratch / "image-volume" / "files-oci", labels
-        )
-        reference = files_image or f"{image}-files@{files_digest}"
-        docs = k8s.image_volume_variant(spec, files, (), reference)
-        patch = next(iter(docs))
-        docs["kustomization.yaml"] = k8s.variant_kustomization(spec, bases, patch)
-        _write_docs(scratch / "image-volume", docs)
+        if files is not None:
+            labels = {"io.ddtree-deploy.patchset": prepared.ref}
+            folder = scratch / "image-volume"
+            files_digest = write_files_image(files.files, folder / "files-oci", labels)
+            reference = files_image or f"{image}-files@{files_digest}"
+            docs = k8s.image_volume_variant(spec, files, (), reference)
+            patch = next(iter(docs))
+            docs["kustomization.yaml"] = k8s.variant_kustomization(spec, bases, patch)
+            _write_docs(folder, docs)
     summary = {
         "patchset": prepared.ref,
         "image": f"{image}@{digest}",
         "args": merged,
-        "root": files.root,
+        "root": files.root if files else None,
         "files_image_digest": files_digest,
         "refused": refused,
         "out": str(out),
@@ -208,8 +226,8 @@ def _export_k8s(
     report(
         run,
         summary,
-        f"{prepared.ref}: kustomize, helm, image-volume"
-        + ("" if refused else ", configmap")
+        f"{prepared.ref}: kustomize, helm"
+        + "".join(f", {v}" for v in ("configmap", "image-volume") if v not in refused)
         + f" -> {out}"
         + "".join(f"\n{k} refused: {v}" for k, v in refused.items()),
     )

@@ -174,3 +174,30 @@ def test_export_k8s_renders(base_images, scratch, kind):
             0
         ]["env"]
         assert pod["containers"][0]["image"] == "lmsysorg/sglang:v0.5.13"  # base image kept
+
+
+def test_export_k8s_without_a_base_writes_overlay_and_values_only(tmp_path):
+    """No --base: the overlay and the values (image + flags) need none; the mount variants
+    are refused with the reason. Rendered by the real kubectl where installed."""
+    base_dir = tmp_path / "base"
+    base_dir.mkdir()
+    (base_dir / "workload.yaml").write_text(json.dumps(BASES["deployment"]))
+    (base_dir / "kustomization.yaml").write_text(json.dumps({"resources": ["workload.yaml"]}))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app,
+        ["export", "k8s", "-p", CASES["0.5.23"], "--out", str(out), "--image", "reg/x"]
+        + ["--digest", DIGEST, "--workload", "sglang", "--resource", "../../base"]
+        + ["--args", "--model-path /models/m --speculative-ddtree-budget 4"],
+        env={"DDTREE_DEPLOY_PATCHSETS": str(PATCHSETS)},
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(summary["refused"]) == {"configmap", "image-volume"}
+    assert "needs --base" in summary["refused"]["configmap"]
+    assert sorted(p.name for p in out.iterdir()) == ["helm", "kustomize"]
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed: the overlay was checked offline only")
+    pod = _render(out / "kustomize")[0]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == f"reg/x@{DIGEST}"
+    assert pod["containers"][0]["args"] == ["--model-path", "/models/m", *SERVE]
