@@ -58,6 +58,11 @@ def docker_env() -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait()
+        # a daemon that died hard can leave its netns bind mount under exec-root
+        with open("/proc/self/mounts") as mounts:
+            left = [line.split()[1] for line in mounts if line.split()[1].startswith(str(root))]
+        for point in sorted(left, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
 
 
