@@ -6,6 +6,7 @@ import typer
 
 from . import (
     backups,
+    export,
     gate,
     hosts,
     patchset_port,  # noqa: F401  (adds `patchset port|diff` to patchset_app)
@@ -50,5 +51,6 @@ app.command()(status.status)
 app.command()(gate.gate)
 app.add_typer(hosts.hosts_app, name="hosts")
 app.add_typer(backups.backups_app, name="backups")
+app.add_typer(export.export_app, name="export")
 app.add_typer(patchsets.patchset_app, name="patchset")
 readable(app)  # last: every command and sub-app is mounted (cli/help.py)

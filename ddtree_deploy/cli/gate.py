@@ -47,13 +47,33 @@ def gate(
     record: Annotated[
         Path | None,
         typer.Option(
-            "--record", metavar="DIR", help="Also write this run's measurement to DIR/HOST.json."
+            "--record",
+            metavar="DIR|FILE",
+            help="Also write this run's measurement to DIR/HOST.json (--url: FILE).",
         ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            metavar="URL",
+            help="Measure this server from here (no host): against --baseline FILE, or "
+            "just --record FILE.",
+        ),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", metavar="VAR", help="--url: the server's API key variable."),
     ] = None,
 ) -> None:
     """Compare each host's running server with its baseline: tokens/s, accept length,
     greedy outputs, errors (and, with --gate full, load, health and metrics over the bake).
     Exit 1 when a check fails, 2 when there is no baseline to compare with."""
+    if url is not None:
+        from .gate_url import run_url_gate
+
+        run_url_gate(run, url, patchset, patchsets_dir, mode, baseline, record, api_key_env)
+        return
     hosts = run.targets.resolve()
     choice = optional_choice(patchset, patchsets_dir, strict)
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.

@@ -35,6 +35,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "__main__": frozenset({"cli"}),
     "cli": frozenset(
         {
+            "export",
             "fleet",
             "report",
             "pipeline",
@@ -55,6 +56,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "pipeline": frozenset({"stages", "transport", "patchset", "inventory", "gate", "agent"})
     | LEAVES,
     "stages": frozenset({"transport", "patchset", "inventory", "gate", "agent"}) | LEAVES,
+    # export/: a patchset as an OCI image, Kubernetes manifests, a Slurm bind-mount dir
+    "export": frozenset({"stages", "patchset", "gate", "agent"}) | LEAVES,
     "transport": frozenset({"inventory", "agent"}) | LEAVES,
     "inventory": frozenset({"patchset", "gate"}) | LEAVES,
     "patchset": frozenset({"gate", "agent"}) | LEAVES,
