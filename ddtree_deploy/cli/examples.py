@@ -30,6 +30,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "gate": (
         "ddtree-deploy gate -H ct129 --gate quick",
         "ddtree-deploy gate -H ct129 --gate full --record measurements/",
+        "ddtree-deploy gate --url http://127.0.0.1:30000 --baseline canary-baseline.json",
     ),
     "hosts check": (
         "ddtree-deploy hosts check -H ct129",
@@ -59,6 +60,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "patchset port": (
         "ddtree-deploy patchset port ddtree@2.0.0 --to sglang==0.5.23",
         "ddtree-deploy patchset port ddtree@2.0.0 --to sglang==0.5.23 --continue",
+    ),
+    "export oci": (
+        "ddtree-deploy export oci -p ddtree@2.1.2 --base sglang-0.5.23.tar --out out/oci",
+        "skopeo copy oci:out/oci/oci docker://registry.example/sglang:ddtree-2.1.2",
+    ),
+    "export k8s": (
+        "ddtree-deploy export k8s -p ddtree@2.1.2 --out k8s --image registry.example/sglang "
+        "--digest sha256:HEX --workload sglang --args '--model-path /models/qwen'",
+    ),
+    "export dir": (
+        "ddtree-deploy export dir -p ddtree@2.1.2 --base sglang-0.5.23.tar --out /shared/ddtree",
     ),
     "patchset diff": (
         "ddtree-deploy patchset diff ddtree@1.0.0 ddtree@1.1.0 > d.patch",

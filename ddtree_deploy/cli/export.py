@@ -28,11 +28,19 @@ export_app = typer.Typer(
     help="A patchset as an OCI image, Kubernetes manifests or a Slurm bind-mount dir.",
     no_args_is_help=True,
 )
-RefOpt = Annotated[str, typer.Option("--patchset", "-p", help="NAME@VERSION (locked).")]
-OutOpt = Annotated[Path, typer.Option("--out", help="A new directory to write (must not exist).")]
+RefOpt = Annotated[
+    str, typer.Option("--patchset", "-p", metavar="NAME@VERSION", help="NAME@VERSION (locked).")
+]
+OutOpt = Annotated[
+    Path, typer.Option("--out", metavar="DIR", help="A new directory to write (must not exist).")
+]
 BaseOpt = Annotated[
     Path,
-    typer.Option("--base", help="The base image: an OCI layout dir or a `docker save` tarball."),
+    typer.Option(
+        "--base",
+        metavar="PATH",
+        help="The base image: an OCI layout dir or a `docker save` tarball.",
+    ),
 ]
 
 
@@ -71,7 +79,9 @@ def _export_oci(
     patchset: RefOpt,
     base: BaseOpt,
     out: OutOpt,
-    tag: Annotated[str | None, typer.Option("--tag", help="NAME:TAG in the tarball.")] = None,
+    tag: Annotated[
+        str | None, typer.Option("--tag", metavar="NAME:TAG", help="NAME:TAG in the tarball.")
+    ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
     """The base image plus ONE patch layer: the locked result files at the package's path
@@ -126,38 +136,60 @@ def _export_k8s(
     patchset: RefOpt,
     out: OutOpt,
     image: Annotated[
-        str, typer.Option("--image", help="Registry repository of the patched image.")
+        str,
+        typer.Option("--image", metavar="REPO", help="Registry repository of the patched image."),
     ],
-    digest: Annotated[str, typer.Option("--digest", help="Its manifest digest (sha256:...).")],
-    workload: Annotated[str, typer.Option("--workload", help="metadata.name to patch.")],
+    digest: Annotated[
+        str,
+        typer.Option("--digest", metavar="sha256:HEX", help="Its manifest digest (sha256:...)."),
+    ],
+    workload: Annotated[
+        str, typer.Option("--workload", metavar="NAME", help="metadata.name to patch.")
+    ],
     args: Annotated[
         str,
         typer.Option(
             "--args",
+            metavar="ARGS",
             help="The server container's current args, one shell-quoted string (required: a "
             'patch replaces the whole list; give "" for none).',
         ),
     ],
     kind: Annotated[
-        str, typer.Option("--kind", help="deployment | statefulset | lws.")
+        str,
+        typer.Option(
+            "--kind", metavar="deployment|statefulset|lws", help="deployment | statefulset | lws."
+        ),
     ] = "deployment",
-    container: Annotated[str, typer.Option("--container", help="The server container.")] = "sglang",
-    container_index: Annotated[int, typer.Option("--container-index", help="lws: its index.")] = 0,
+    container: Annotated[
+        str, typer.Option("--container", metavar="NAME", help="The server container.")
+    ] = "sglang",
+    container_index: Annotated[
+        int, typer.Option("--container-index", metavar="I", min=0, help="lws: its index.")
+    ] = 0,
     base_image: Annotated[
-        str, typer.Option("--base-image", help="The image name the base manifests use.")
+        str,
+        typer.Option(
+            "--base-image", metavar="IMAGE", help="The image name the base manifests use."
+        ),
     ] = "lmsysorg/sglang",
     resources: Annotated[
         list[str] | None,
-        typer.Option("--resource", help="Base manifests (relative to each overlay)."),
+        typer.Option(
+            "--resource", metavar="FILE", help="Base manifests (relative to each overlay)."
+        ),
     ] = None,
     files_image: Annotated[
         str | None,
-        typer.Option("--files-image", help="Where the files image is pushed (image-volume)."),
+        typer.Option(
+            "--files-image", metavar="IMAGE", help="Where the files image is pushed (image-volume)."
+        ),
     ] = None,
     base: Annotated[
         Path | None,
         typer.Option(
             "--base",
+            metavar="PATH",
             help="The base image (OCI layout or docker save tar): needed "
             "by the configmap and image-volume variants, which mount files over it.",
         ),

@@ -72,7 +72,7 @@ def test_help_piped_is_not_wrapped() -> None:
 
 def test_every_command_ends_with_examples_of_itself() -> None:
     leaves = [(path, c) for path, c in every_command() if not getattr(c, "commands", None)]
-    assert len(leaves) == len(EXAMPLES)  # 17 commands, each with its block
+    assert len(leaves) == len(EXAMPLES)  # every command, each with its block
     for path, _ in leaves:
         text = CliRunner().invoke(app, [*path, "--help"]).output
         block = text.split("Examples:\n", 1)
