@@ -86,6 +86,9 @@ class LiveDisplay:
                 row.ended = now
                 row.message = event.message
                 return
+            if event.event == "info" and row.state == "running":
+                row.message = event.message  # news from a running stage: it still runs
+                return
             row.stage = event.stage
             row.state = "running" if event.event == "start" else event.event
             # the clock runs only while a stage does: a host waiting for the end of the

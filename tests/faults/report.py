@@ -30,6 +30,7 @@ OTHER_TESTS = {
     "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
     "test_container_watchdog.py": "A container restarted by its policy while starting",
+    "test_network_cut.py": "A silent network cut (iptables DROP on a host or its jump host)",
     "test_soak.py": "Soak",
 }
 
@@ -183,6 +184,12 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "backups, journal and lock are 0700/0600; neither a key passphrase nor a private-key "
         "line appears in stdout JSON, stderr, JUnit or the summary; a lock held by another "
         "run is taken only with `--break-lock`, which names the holder.",
+        "- *Silent network cut*: packets to and from one host's 127.0.0.x address (or its "
+        "jump host's) dropped both ways while the push waits in smoke: each hop is asked "
+        "for keepalive replies, and after keepalive_count x keepalive_s of silence (3 x 2 s "
+        "here) the push ends with exit 3 within 4 x keepalive_s, saying `no answer from "
+        "HOST for N s`, and leaves the host to `recover`; an idle link that answers is never "
+        "given up; with a count no cut reaches, the push is still waiting past the bound.",
         "- *Soak* (`make soak`): 30 push/rollback cycles on 4 hosts in one controller "
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",
