@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
 from rich.markup import escape
+from rich.segment import Segment
 
 from ddtree_deploy.fleet import parse_shard, shard_items
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
@@ -152,5 +153,38 @@ class RunContext:
 
 
 def new_console() -> Console:
-    """The console for people: stderr, so stdout stays data."""
-    return Console(stderr=True)
+    """The console for people: stderr, so stdout stays data; guarded (`guard_console`)."""
+    return guard_console(Console(stderr=True))
+
+
+def guard_console(console: Console) -> Console:
+    """`console` with a last guard against a host's terminal control: a printed segment that
+    holds a control character is cleaned by report/clean.py's `clean_text` (the sinks clean
+    host text before layout; this catches what reaches the console another way). Returns it.
+    """
+    console.push_render_hook(_Guard())
+    return console
+
+
+class _Guard(RenderHook):
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Guarded(renderable) for renderable in renderables]
+
+
+class _Guarded:
+    """A renderable whose segments' text is cleaned; Rich's own control segments (the live
+    view's cursor moves) pass. report/ is imported only for a segment that needs it: it is
+    not loaded at start-up, before the first connect (tests/cli/test_startup.py)."""
+
+    def __init__(self, inner: ConsoleRenderable):
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.inner, options):
+            text = segment.text
+            if segment.control or text == "\n" or text.isprintable():
+                yield segment
+                continue
+            from ddtree_deploy.report.clean import clean_text
+
+            yield Segment(clean_text(text), segment.style)

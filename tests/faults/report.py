@@ -31,6 +31,7 @@ OTHER_TESTS = {
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
     "test_container_watchdog.py": "A container restarted by its policy while starting",
     "test_network_cut.py": "A silent network cut (iptables DROP on a host or its jump host)",
+    "test_host_escapes.py": "Terminal escapes in a host's text (smoke output, agent stderr)",
     "test_soak.py": "Soak",
 }
 
@@ -190,6 +191,10 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "here) the push ends with exit 3 within 4 x keepalive_s, saying `no answer from "
         "HOST for N s`, and leaves the host to `recover`; an idle link that answers is never "
         "given up; with a count no cut reaches, the push is still waiting past the bound.",
+        "- *Host text is data*: an OSC (ended by BEL), CSI sequences, a bare CR, a C1 CSI and "
+        "Rich markup in a host's smoke output and agent stderr reach stderr, the Markdown "
+        "summary and JUnit without a control byte and still readable (markup shown as text); "
+        "`--json` keeps them JSON-escaped; with the sanitiser bypassed they leak.",
         "- *Soak* (`make soak`): 30 push/rollback cycles on 4 hosts in one controller "
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",
