@@ -31,6 +31,7 @@ OTHER_TESTS = {
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
     "test_container_watchdog.py": "A container restarted by its policy while starting",
     "test_network_cut.py": "A silent network cut (iptables DROP on a host or its jump host)",
+    "test_become_faults.py": "The default matrix cells through a become login (non-root + sudo)",
     "test_host_escapes.py": "Terminal escapes in a host's text (smoke output, agent stderr)",
     "test_soak.py": "Soak",
 }
@@ -178,7 +179,10 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "patchset, diff, lock, a tampered shared blob, binary and oversized files, non-UTF-8 "
         "names, wrong sglang version, unknown and changed host "
         "keys, drift) each give one clear message and exit 2, and the host's state dir and "
-        "site-packages hash the same before and after.",
+        "site-packages hash the same before and after; the 4 that reach the host (wrong "
+        "sglang, unknown and changed key, drift) run again through a `become` login.",
+        "- *Become*: the matrix's default cells (one per stage) through a non-root SSH login "
+        "whose agent runs as root via `sudo -n` end exactly as the root login's do.",
         "- *Security*: a symlink out of site-packages (file or directory) is refused with exit "
         "2 and nothing written; the agent refuses `..`, absolute and NUL paths in every "
         "writing op; shell metacharacters in inventory values run nothing; the state dir, "
