@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
+from rich.segment import Segment
 
 from ddtree_deploy.fleet import parse_shard, shard_items
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
@@ -179,14 +180,15 @@ UNLIMITED_WIDTH = 1_000_000  # piped: a table is as wide as its content, no line
 
 def new_console() -> Console:
     """The console for people: stderr, so stdout stays data; the terminal's width on a
-    terminal, unlimited when redirected (a log file gets whole lines and whole cells)."""
-    return _unlimited_off_terminal(Console(stderr=True))
+    terminal, unlimited when redirected (a log file gets whole lines and whole cells);
+    guarded (`guard_console`)."""
+    return guard_console(_unlimited_off_terminal(Console(stderr=True)))
 
 
 def data_console() -> Console:
     """The console for a read-only command's result (a table) on stdout: the terminal's
     width on a terminal; piped, unlimited, so `| grep`/`| less -S` see whole rows."""
-    return _unlimited_off_terminal(Console(file=sys.stdout))
+    return guard_console(_unlimited_off_terminal(Console(file=sys.stdout)))
 
 
 def _unlimited_off_terminal(console: Console) -> Console:
@@ -195,3 +197,36 @@ def _unlimited_off_terminal(console: Console) -> Console:
     if not console.is_terminal:
         console.width = UNLIMITED_WIDTH
     return console
+
+
+def guard_console(console: Console) -> Console:
+    """`console` with a last guard against a host's terminal control: a printed segment that
+    holds a control character is cleaned by report/clean.py's `clean_text` (the sinks clean
+    host text before layout; this catches what reaches the console another way). Returns it.
+    """
+    console.push_render_hook(_Guard())
+    return console
+
+
+class _Guard(RenderHook):
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Guarded(renderable) for renderable in renderables]
+
+
+class _Guarded:
+    """A renderable whose segments' text is cleaned; Rich's own control segments (the live
+    view's cursor moves) pass. report/ is imported only for a segment that needs it: it is
+    not loaded at start-up, before the first connect (tests/cli/test_startup.py)."""
+
+    def __init__(self, inner: ConsoleRenderable):
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.inner, options):
+            text = segment.text
+            if segment.control or text == "\n" or text.isprintable():
+                yield segment
+                continue
+            from ddtree_deploy.report.clean import clean_text
+
+            yield Segment(clean_text(text), segment.style)

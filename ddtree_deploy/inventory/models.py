@@ -95,6 +95,9 @@ class Host(Strict):
     # never written in an inventory; the transport builds the hop chain from them.
     jump_hosts: tuple[Host, ...] = ()
     keepalive_s: float = Field(default=15.0, ge=0)  # SSH keepalive; 0 turns it off
+    # Unanswered keepalives (keepalive_s apart) before the host counts as lost (OpenSSH's
+    # ServerAliveCountMax): a silent link gives up after keepalive_count × keepalive_s.
+    keepalive_count: int = Field(default=3, ge=1)
     python: str = "/usr/bin/python3"
     identity_file: str | None = None
     known_hosts: str | None = None

@@ -78,6 +78,16 @@ class HostRun:
     controller_machine: str = field(default_factory=socket.gethostname)
     # What went wrong beside the work (housekeeping on the host): shown with the result.
     warnings: list[str] = field(default_factory=list)
+    # The stage of the request in flight: a silent link is reported under it.
+    stage_now: str = field(default=Stage.CONNECT, init=False)
+
+    def __post_init__(self) -> None:
+        self.transport.on_silence = self._tell_silence
+
+    def _tell_silence(self, message: str, data: dict[str, object]) -> None:
+        """An info event while the link is silent ("no answer from HOST for N s"; from the
+        transport's keepalive watch, transport/alive.py), under the stage waiting on it."""
+        self.recorder.info(self.stage_now, message, dict(data))
 
     def call(self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.
@@ -89,6 +99,7 @@ class HostRun:
         returned and ends the stage itself (the serving gate compares on the controller).
         """
         stages = list(dict.fromkeys(stage for stage, _ in steps))
+        self.stage_now = stages[0]
         self.recorder.start(stages[0])
         request = AgentRequest(state_dir=self.host.state_dir, ops=[op for _, op in steps])
         try:

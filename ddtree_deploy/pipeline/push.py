@@ -346,5 +346,6 @@ def _lost(
             return dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION, message=message)
     if result.outcome == Outcome.ROLLED_BACK:
         return result
-    message = f"connection lost during {stage} and rollback impossible: {result.message}"
+    why = str(exc).removeprefix(f"{exc.host}: ").removeprefix("connection lost: ")
+    message = f"connection lost during {stage} and rollback impossible: {why}; {result.message}"
     return dataclasses.replace(result, message=message)

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from ddtree_deploy.report.clean import clean_text
 from ddtree_deploy.results import HostResult
 
 _MESSAGE_CHARS = 1000
@@ -61,7 +62,9 @@ def junit_xml(name: str, results: list[HostResult]) -> str:
                     detail,
                 )
             )
-        for stage, ok, skipped, duration_s, message, text in cases:
+        for stage, ok, skipped, duration_s, raw_message, raw_text in cases:
+            # a host's escapes are no text (and most control characters are no XML either)
+            message, text = clean_text(raw_message), clean_text(raw_text)
             case = ET.SubElement(
                 suite, "testcase", classname=r.host, name=stage, time=f"{duration_s:.3f}"
             )

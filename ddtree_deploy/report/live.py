@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ddtree_deploy.events import Event, EventSink
+from ddtree_deploy.report.clean import clean_text, plain
 from ddtree_deploy.report.sinks import ConsoleSink
 
 _MARK = {
@@ -84,7 +85,10 @@ class LiveDisplay:
                 row.outcome = str(data.get("outcome") or "")
                 row.state = _OUTCOME_MARK.get(row.outcome, "fail")
                 row.ended = now
-                row.message = event.message
+                row.message = clean_text(event.message)
+                return
+            if event.event == "info" and row.state == "running":
+                row.message = clean_text(event.message)  # news from a running stage
                 return
             row.stage = event.stage
             row.state = "running" if event.event == "start" else event.event
@@ -92,11 +96,11 @@ class LiveDisplay:
             # run (its summary comes after any undo) keeps the time its work took
             row.ended = None if event.event == "start" else now
             if event.event != "start":
-                row.message = event.message
+                row.message = clean_text(event.message)
         if event.event == "fail":
             self._live.console.print(
-                f"[bold]{escape(event.host)}[/] {event.stage} [bold red]fail[/]  "
-                + escape(event.message),
+                f"[bold]{plain(event.host)}[/] {event.stage} [bold red]fail[/]  "
+                + plain(event.message),
                 highlight=False,
                 soft_wrap=True,
             )
@@ -116,7 +120,7 @@ class LiveDisplay:
             label = r.outcome or r.stage
             table.add_row(
                 mark,
-                Text(r.host, style="bold"),
+                Text(clean_text(r.host), style="bold"),
                 Text(label, style="dim" if r.state == "waiting" else ""),
                 f"{r.elapsed_s(now):6.1f}s" if r.started else "",
                 Text(r.message[:80], style="dim"),

@@ -7,9 +7,9 @@ import threading
 from typing import TextIO
 
 from rich.console import Console
-from rich.markup import escape
 
 from ddtree_deploy.events import Event, EventSink
+from ddtree_deploy.report.clean import plain
 
 _STYLE = {"ok": "green", "fail": "bold red", "skip": "dim", "info": "cyan", "start": "dim"}
 
@@ -29,7 +29,7 @@ class JsonLinesSink:
 
 class ConsoleSink:
     """Human progress on stderr; `start` lines only when verbose. Host, stage and message are
-    printed verbatim (markup escaped)."""
+    printed verbatim (markup escaped), without a host's escapes (report/clean.py)."""
 
     def __init__(self, console: Console, verbose: bool = False):
         self._console = console
@@ -45,9 +45,9 @@ class ConsoleSink:
         style = _STYLE[event.event]
         with self._lock:
             self._console.print(
-                f"[bold]{escape(event.host)}[/] {escape(f'{event.stage:<10}')} "
+                f"[bold]{plain(event.host)}[/] {plain(f'{event.stage:<10}')} "
                 f"[{style}]{event.event}[/]{took}"
-                + (f"  {escape(event.message)}" if event.message else ""),
+                + (f"  {plain(event.message)}" if event.message else ""),
                 markup=True,
                 highlight=False,
                 soft_wrap=True,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.markup import escape
 from rich.table import Table
 
+from ddtree_deploy.report.clean import clean_text, plain
 from ddtree_deploy.results import HostResult, Outcome
 
 # The Rich style of each outcome, wherever an outcome is shown to people.
@@ -53,18 +53,18 @@ def _headline(results: list[HostResult], stopped: str | None) -> str:
 def fleet_table(title: str, results: list[HostResult], stopped: str | None = None) -> Table:
     """One row per host: outcome, version now, wave, duration, message."""
     waves = _has_waves(results)
-    table = Table(title=title, caption=escape(_headline(results, stopped)))
+    table = Table(title=title, caption=plain(_headline(results, stopped)))
     for col in ("host", "outcome", "version now", "wave", "duration", "message"):
         if col != "wave" or waves:
             table.add_column(col, overflow="fold")
     for r in results:
         cells = [
-            escape(host_label(r)),
+            plain(host_label(r)),
             f"[{OUTCOME_STYLE[r.outcome]}]{r.outcome.value}[/]",
-            escape(version_label(r)),
-            escape(str(r.details.get("wave") or "-")),
+            plain(version_label(r)),
+            plain(r.details.get("wave") or "-"),
             f"{r.details.get('duration_s', 0):.1f}s",
-            escape(r.shown_message),
+            plain(r.shown_message),
         ]
         table.add_row(*(cells if waves else cells[:3] + cells[4:]))
     return table
@@ -75,7 +75,8 @@ def _has_waves(results: list[HostResult]) -> bool:
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")[:300]
+    """A Markdown table cell: the host's escapes dropped (report/clean.py), pipes escaped."""
+    return clean_text(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")[:300]
 
 
 def summary_markdown(title: str, results: list[HostResult], stopped: str | None = None) -> str:

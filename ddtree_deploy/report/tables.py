@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
+from ddtree_deploy.report.clean import plain
 from ddtree_deploy.report.summary import OUTCOME_STYLE
 from ddtree_deploy.results import HostResult
 
 
 def _plain(value: object) -> str:
-    """`value` as text with Rich markup escaped: shown as is."""
-    return escape(str(value))
+    """`value` as text with Rich markup escaped and a host's escapes dropped: shown as is."""
+    return plain(value)
 
 
 def _become_cell(details: dict[str, Any]) -> str:

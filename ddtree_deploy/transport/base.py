@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
@@ -35,6 +36,10 @@ class Transport(ABC):
     def __init__(self, host: Host):
         self.host = host
         self.stats = TransportStats()
+        # Told, from another thread, while the link to the host is silent: "no answer from
+        # HOST for N s" and its data (transport/alive.py); the host's run turns it into an
+        # event. None: nobody listens.
+        self.on_silence: Callable[[str, dict[str, object]], None] | None = None
 
     def call(self, request: AgentRequest) -> AgentResponse:
         """Send one request; raises TransportError/AgentError if no answer comes back, and

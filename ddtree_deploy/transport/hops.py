@@ -4,8 +4,9 @@ Pure: everything comes in as arguments (the host, its inventory jump hosts, an s
 lookup function, the local user name), so the rules are unit-tested without a network.
 
 Per hop, a value the inventory sets wins; else ssh_config's (User, Port, HostName,
-IdentityFile, IdentitiesOnly, ServerAliveInterval, ConnectTimeout, HostKeyAlias,
-UserKnownHostsFile, GlobalKnownHostsFile); else OpenSSH's default (local user, port 22).
+IdentityFile, IdentitiesOnly, ServerAliveInterval, ServerAliveCountMax, ConnectTimeout,
+HostKeyAlias, UserKnownHostsFile, GlobalKnownHostsFile); else OpenSSH's default (local
+user, port 22).
 The jump chain is the inventory's `jump` if set, else ssh_config's ProxyJump; the chain's
 first element brings its own jump chain along (ProxyJump's rule), and a ProxyCommand is
 used only by the first hop, when no chain is set.
@@ -45,6 +46,7 @@ class Hop:
     known_hosts_files: tuple[str, ...]  # unexpanded (~) paths, in reading order
     connect_timeout_s: float
     keepalive_s: float  # 0: off
+    keepalive_count: int  # unanswered keepalives that lose the hop (transport/alive.py)
     key_alias: str | None = None  # ssh_config HostKeyAlias
     proxy_command: str | None = None  # first hop only
 
@@ -76,6 +78,7 @@ class _Endpoint:
     identity_file: str | None = None
     known_hosts: str | None = None
     keepalive_s: float | None = None
+    keepalive_count: int | None = None
     connect_timeout_s: float | None = None
     jump: str | None = None  # the inventory's chain; None lets ssh_config's ProxyJump decide
 
@@ -100,6 +103,7 @@ def _from_host(host: Host) -> _Endpoint:
         identity_file=host.identity_file,
         known_hosts=host.known_hosts,
         keepalive_s=host.keepalive_s if "keepalive_s" in explicit else None,
+        keepalive_count=host.keepalive_count if "keepalive_count" in explicit else None,
         connect_timeout_s=host.connect_timeout_s if "connect_timeout_s" in explicit else None,
         jump=host.jump,
     )
@@ -188,6 +192,7 @@ def _make_hop(
         keepalive_s=_first(
             end.keepalive_s, config, "serveraliveinterval", target.keepalive_s, end.alias
         ),
+        keepalive_count=_count(end.keepalive_count, config, target.keepalive_count, end.alias),
         key_alias=config.get("hostkeyalias"),
     )
 
@@ -211,6 +216,23 @@ def _first(
     if not str(value).isdigit():
         raise BadRoute(f"ssh_config for {alias}: bad {key} {value!r} (expected seconds)")
     return float(value)
+
+
+def _count(explicit: int | None, config: Mapping[str, Any], default: int, alias: str) -> int:
+    """The inventory's keepalive_count, else ssh_config's ServerAliveCountMax, else `default`.
+
+    OpenSSH's 0 (give up at the first unanswered check) is read as 1, the nearest count.
+    """
+    if explicit is not None:
+        return explicit
+    value = config.get("serveralivecountmax")
+    if value is None:
+        return default
+    if not str(value).isdigit():
+        raise BadRoute(
+            f"ssh_config for {alias}: bad serveralivecountmax {value!r} (expected a count)"
+        )
+    return max(1, int(value))
 
 
 def _port(config: Mapping[str, Any], alias: str) -> int:

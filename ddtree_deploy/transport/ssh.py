@@ -5,7 +5,9 @@ transport/ssh_hops.py (open them, strict host keys on every hop). We open the ex
 on Paramiko directly because we keep one agent process talking over it for the whole
 command, a request line in and a framed answer out; the command line is built with shlex so
 no value reaches a shell unquoted. The route may be opened ahead, in a thread, before the
-first request (`start_connect`, fleet/ahead.py).
+first request (`start_connect`, fleet/ahead.py). Every hop of an open route is asked for
+keepalive replies (transport/alive.py): a route silent for keepalive_count × keepalive_s is
+closed, and the request blocked on it raises TransportError saying so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.agent.host.wire import END
 from ddtree_deploy.errors import RouteError, TransportError
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.transport.alive import RouteWatch
 from ddtree_deploy.transport.base import Transport
 from ddtree_deploy.transport.hops import BadRoute, Hop, resolve_route
 from ddtree_deploy.transport.launch import agent_line
@@ -44,6 +47,8 @@ class SSHTransport(Transport):
         self._opening_lock = threading.Lock()
         self._opened_ahead = False  # the connect ahead has ended (either way)
         self._abandoned = False  # closed while the connect ahead still ran
+        self._watch: RouteWatch | None = None  # keepalive replies of the open route
+        self._silent: str | None = None  # why the watch gave the open route up
 
     def resolve(self) -> tuple[Hop, ...]:
         """The hops to this host from the inventory and ssh_config (no connection);
@@ -98,8 +103,26 @@ class SSHTransport(Transport):
     def _open_route(self) -> paramiko.SSHClient:
         self._hops = self.resolve()
         self._clients = open_route(self.host.name, self._hops)
+        self._silent = None
+        self._watch = RouteWatch(
+            self.host.name, self._hops, self._clients, self._tell_silence, self._give_up
+        ).start()
         self.stats.connects += 1
         return self._clients[-1]
+
+    def _tell_silence(self, message: str, data: dict[str, object]) -> None:
+        if self.on_silence is not None:
+            self.on_silence(message, data)
+
+    def _give_up(self, message: str) -> None:
+        """The watch is closing the route: what was blocked on it raises `message`."""
+        self._silent = message
+
+    def _lost(self, exc: BaseException) -> TransportError:
+        """The error for a link that broke under a request (the watch's reason first)."""
+        self.close()
+        why = self._silent or str(exc)
+        return TransportError(self.host.name, f"connection lost: {why}")
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
         try:
@@ -112,13 +135,14 @@ class SSHTransport(Transport):
             while True:  # the answer ends with the END sentinel line
                 line = stdout.readline()
                 if not line:  # the agent died or the link broke mid-request
+                    if self._silent is not None:  # the keepalive watch closed the route
+                        raise EOFError
                     return self._end_session(session, out)
                 out += line
                 if line.rstrip(b"\r\n") == END_LINE:
                     return out.decode(errors="replace"), "", -1
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            self.close()
-            raise TransportError(self.host.name, f"connection lost: {exc}") from None
+            raise self._lost(exc) from None
 
     def _start_session(self) -> tuple[paramiko.Channel, paramiko.ChannelFile]:
         """One agent process for every request of this command: 1 round trip per request.
@@ -160,6 +184,9 @@ class SSHTransport(Transport):
         self._drop_route()
 
     def _drop_route(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
         close_route(self._clients)
         self._clients = []
 

@@ -30,6 +30,9 @@ OTHER_TESTS = {
     "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
     "test_container_watchdog.py": "A container restarted by its policy while starting",
+    "test_network_cut.py": "A silent network cut (iptables DROP on a host or its jump host)",
+    "test_become_faults.py": "The default matrix cells through a become login (non-root + sudo)",
+    "test_host_escapes.py": "Terminal escapes in a host's text (smoke output, agent stderr)",
     "test_soak.py": "Soak",
 }
 
@@ -176,13 +179,26 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "patchset, diff, lock, a tampered shared blob, binary and oversized files, non-UTF-8 "
         "names, wrong sglang version, unknown and changed host "
         "keys, drift) each give one clear message and exit 2, and the host's state dir and "
-        "site-packages hash the same before and after.",
+        "site-packages hash the same before and after; the 4 that reach the host (wrong "
+        "sglang, unknown and changed key, drift) run again through a `become` login.",
+        "- *Become*: the matrix's default cells (one per stage) through a non-root SSH login "
+        "whose agent runs as root via `sudo -n` end exactly as the root login's do.",
         "- *Security*: a symlink out of site-packages (file or directory) is refused with exit "
         "2 and nothing written; the agent refuses `..`, absolute and NUL paths in every "
         "writing op; shell metacharacters in inventory values run nothing; the state dir, "
         "backups, journal and lock are 0700/0600; neither a key passphrase nor a private-key "
         "line appears in stdout JSON, stderr, JUnit or the summary; a lock held by another "
         "run is taken only with `--break-lock`, which names the holder.",
+        "- *Silent network cut*: packets to and from one host's 127.0.0.x address (or its "
+        "jump host's) dropped both ways while the push waits in smoke: each hop is asked "
+        "for keepalive replies, and after keepalive_count x keepalive_s of silence (3 x 2 s "
+        "here) the push ends with exit 3 within 4 x keepalive_s, saying `no answer from "
+        "HOST for N s`, and leaves the host to `recover`; an idle link that answers is never "
+        "given up; with a count no cut reaches, the push is still waiting past the bound.",
+        "- *Host text is data*: an OSC (ended by BEL), CSI sequences, a bare CR, a C1 CSI and "
+        "Rich markup in a host's smoke output and agent stderr reach stderr, the Markdown "
+        "summary and JUnit without a control byte and still readable (markup shown as text); "
+        "`--json` keeps them JSON-escaped; with the sanitiser bypassed they leak.",
         "- *Soak* (`make soak`): 30 push/rollback cycles on 4 hosts in one controller "
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",

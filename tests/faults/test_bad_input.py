@@ -230,15 +230,42 @@ def corpus_sandbox(base_env, tmp_path_factory):
     sandbox.stop()
 
 
+# The cases that reach the host: run again through a `become` login (below).
+HOST_CASES = ("wrong_sglang_version", "unknown_host_key", "changed_host_key", "drifted_base_file")
+
+
+@pytest.fixture(scope="module")
+def become_corpus_sandbox(base_env):
+    """host0 reached as the unprivileged login user; the agent runs as root via sudo -n."""
+    from tests.targets.become_sandbox import LOGIN_USER, start_become_sandbox
+
+    rules = {"host0": f"{LOGIN_USER} ALL=(root) NOPASSWD: /srv/venv/bin/python\n"}
+    yield from start_become_sandbox(base_env, rules)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_input_exit_2_one_message_no_remote_write(case, corpus_sandbox, tmp_path):
-    setup, argv, expected = CASES[case]
     inventory = tmp_path / "inventory.toml"
     shutil.copyfile(corpus_sandbox.inventory_path, inventory)
-    bench = Bench(
-        corpus_sandbox, inventory, make_patchset(tmp_path, suites=["integrity"]), tmp_path
-    )
-    host = corpus_sandbox.hosts[0]
+    _run_case(case, corpus_sandbox, inventory, tmp_path)
+
+
+@pytest.mark.parametrize("case", HOST_CASES)
+def test_bad_input_through_become_exit_2_no_remote_write(case, become_corpus_sandbox, tmp_path):
+    """The same as root's: sudo between sshd and the agent changes no message and no file."""
+    from tests.targets.become_sandbox import write_become_inventory
+
+    inventory = tmp_path / "inventory.toml"
+    write_become_inventory(become_corpus_sandbox, inventory, {"host0": {"become": "sudo"}})
+    _run_case(case, become_corpus_sandbox, inventory, tmp_path)
+
+
+def _run_case(case: str, sandbox, inventory: Path, tmp_path: Path) -> None:
+    """Set the case up on a copy of the inventory and patchset, run the CLI: exit 2, the
+    expected text, at most one error line, the host's state dir and tree unchanged."""
+    setup, argv, expected = CASES[case]
+    bench = Bench(sandbox, inventory, make_patchset(tmp_path, suites=["integrity"]), tmp_path)
+    host = sandbox.hosts[0]
     saved_metadata = host.run("cat /srv/venv/lib/python3.11/site-packages/"
                               "sglang-0.5.13.post1.dist-info/METADATA").stdout  # fmt: skip
     spec_info = host.site_packages_on_disk / SPEC_INFO

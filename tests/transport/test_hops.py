@@ -103,3 +103,24 @@ def test_bad_ssh_config_routes_raise_one_clear_error(text, message):
     host = _hosts(gpu={"address": "a"})["gpu"]
     with pytest.raises(BadRoute, match=message):
         resolve_route(host, _config(text), "me")
+
+
+def test_keepalive_count_from_the_inventory_else_server_alive_count_max_else_three():
+    config = _config("Host gpu7\n ServerAliveCountMax 5\nHost gpu8\n ServerAliveCountMax 0\n")
+    (set_here,) = resolve_route(_hosts(gpu={"address": "gpu7", "keepalive_count": 2})["gpu"],
+                                config, "me")  # fmt: skip
+    (from_config,) = resolve_route(_hosts(gpu={"address": "gpu7"})["gpu"], config, "me")
+    (zero,) = resolve_route(_hosts(gpu={"address": "gpu8"})["gpu"], config, "me")
+    (default,) = resolve_route(_hosts(gpu={"address": "gpu9"})["gpu"], config, "me")
+    assert [h.keepalive_count for h in (set_here, from_config, zero, default)] == [2, 5, 1, 3]
+    with pytest.raises(BadRoute, match="serveralivecountmax"):
+        resolve_route(
+            _hosts(gpu={"address": "x"})["gpu"], _config("Host x\n ServerAliveCountMax a\n"), "me"
+        )
+
+
+def test_a_keepalive_count_below_one_is_refused_naming_the_key():
+    from ddtree_deploy.errors import InventoryError
+
+    with pytest.raises(InventoryError, match="host 'gpu': key 'keepalive_count'"):
+        _hosts(gpu={"address": "gpu7", "keepalive_count": 0})

@@ -266,8 +266,11 @@ def test_every_hop_keeps_its_link_alive_and_the_first_has_nodelay(topology, monk
             f"host root@{net.target_ip}:2222",
         ]
         links = [client.get_transport() for client in transport._clients]
-        # Paramiko has no getter for the keepalive interval: read its packetizer's field.
-        assert [t.packetizer._Packetizer__keepalive_interval for t in links] == [15, 15]
+        # every hop is asked for keepalive replies (transport/alive.py), 3 missed: lost
+        assert transport._watch is not None and transport._watch.watched == [
+            (f"jump host bastion (root@{net.bastion_ip}:2222)", 15.0, 3),
+            ("target", 15.0, 3),
+        ]
         first = links[0].sock
         assert first.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
 
