@@ -79,9 +79,10 @@ def _backup_serve(root, path):
 
 
 def _meta(path):
-    """Return {mode, uid, gid} of the file at `path`: what a restore gives it back."""
+    """Return {mode, uid, gid} of the file at `path`: what a restore gives it back (the
+    mode as safe_mode: no set-id or o+w bit is ever written back)."""
     st = os.stat(path)
-    return {"mode": st.st_mode & 0o7777, "uid": st.st_uid, "gid": st.st_gid}
+    return {"mode": safe_mode(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
 
 
 def _check_backup(ctx, deploy_id, paths, serve_path=None):

@@ -69,7 +69,10 @@ def _package_root(deploy_id, manifest, package):
 def _check_files(deploy_id, files, root):
     """Every path inside `root`, every mode and owner well formed (_check_meta)."""
     for rel, info in files.items():
-        safe_join(root, rel)
+        try:
+            safe_join(root, rel)
+        except OpFailed as exc:
+            _refuse(deploy_id, str(exc))
         _check_meta(deploy_id, rel, info)
 
 
@@ -80,7 +83,8 @@ def _check_meta(deploy_id, name, info):
         return
     mode = info.get("mode")
     if not isinstance(mode, int) or mode & ~PERMISSION_BITS:
-        _refuse(deploy_id, "%s: mode %r (only permission bits are restored)" % (name, mode))
+        shown = "%04o" % mode if isinstance(mode, int) else repr(mode)
+        _refuse(deploy_id, "%s: mode %s (only permission bits are restored)" % (name, shown))
     owner = (info.get("uid"), info.get("gid"))
     if "uid" in info and not all(isinstance(n, int) and n >= 0 for n in owner):
         _refuse(deploy_id, "%s: owner %r is no uid and gid" % (name, owner))
