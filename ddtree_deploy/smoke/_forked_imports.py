@@ -4,7 +4,8 @@ torch, transformers and the unpatched parts of sglang again.
 
 Run by imports.py as `python _forked_imports.py` with one JSON object on stdin:
     {"blocked": [names], "warm": [names], "groups": [[names], ...],
-     "timeout_s": seconds per module, "workers": children at once, "out": path}
+     "timeout_s": seconds per module, "workers": children at once, "out": path,
+     "path": the sys.path to import with}
 It writes JSON lines to the file `out` (on stdout without one; a file, because whatever a
 host's python prints on stdout could glue onto a line): first {"warm": {...}} (what the
 warm-up did, or why fork is unsafe here: then it stops and imports.py imports every group
@@ -275,6 +276,8 @@ def main():
     if sys.path and os.path.abspath(sys.path[0] or ".") == here:
         del sys.path[0]
     request = json.loads(sys.stdin.read())
+    if request.get("path"):  # the suite's sys.path (an isolated python starts with less)
+        sys.path[:] = request["path"]
     out = open(request["out"], "a", encoding="utf-8") if request.get("out") else sys.stdout
 
     def emit(message):

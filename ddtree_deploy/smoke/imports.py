@@ -30,6 +30,8 @@ from _suite import Suite
 
 _PROBE = r"""
 import importlib, json, os, sys, traceback
+if len(sys.argv) > 3:
+    sys.path[:] = json.loads(sys.argv[3])  # the suite's own: an isolated python has no more
 out = {}
 for name in json.loads(sys.argv[1]):
     try:
@@ -51,6 +53,14 @@ def python_flags():
     return ["-I"] * bool(sys.flags.isolated) + ["-B"] * bool(sys.flags.dont_write_bytecode)
 
 
+def child_path():
+    """The sys.path the suite's interpreters import with: this one's (an isolated python
+    starts without PYTHONPATH's entries, which the agent gave the suite), less the suite's
+    own folder, so no suite or helper shadows a module."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [p for p in sys.path if p and os.path.abspath(p) != here]
+
+
 def read_json_file(path):
     """The JSON in `path`, None when it is missing or unreadable."""
     try:
@@ -68,7 +78,15 @@ def import_in_fresh_process(names, timeout_s):
         out = os.path.join(scratch, "result.json")
         try:
             done = subprocess.run(
-                [sys.executable, *python_flags(), "-c", _PROBE, json.dumps(names), out],
+                [
+                    sys.executable,
+                    *python_flags(),
+                    "-c",
+                    _PROBE,
+                    json.dumps(names),
+                    out,
+                    json.dumps(child_path()),
+                ],  # fmt: skip
                 capture_output=True,
                 text=True,
                 errors="replace",
@@ -140,6 +158,7 @@ def import_forked(site, groups, timeout_s):
     limit = timeout_s * (len(names) + 1)
     with tempfile.TemporaryDirectory(prefix="ddtree-imports-") as scratch:
         request["out"] = os.path.join(scratch, "lines.jsonl")  # out of band, as the probe's
+        request["path"] = child_path()
         try:
             done = subprocess.run(
                 [sys.executable, *python_flags(), script],

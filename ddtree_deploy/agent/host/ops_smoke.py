@@ -2,7 +2,8 @@
 support modules, each leaving one JSON result in a file of its own.
 
 Isolated: each suite runs as `python -I -B` (no cwd, script dir, PYTHON* variables or user
-site on sys.path) from a fresh private dir (mkdtemp: 0700, this user's) that holds only
+site on sys.path; PYTHONPATH's absolute entries, which the agent's own python imports
+from, are put back) from a fresh private dir (mkdtemp: 0700, this user's) that holds only
 what this op wrote: a module planted in the state dir, the agent's cwd or the login's home
 is never imported by a suite that runs as root. Out of band: a suite writes its result to
 the file named by $DDTREE_SMOKE_RESULT (_suite.py), so whatever a host's python prints on
@@ -25,9 +26,10 @@ from .wire_results import SmokeResult
 
 RESULT_ENV = "DDTREE_SMOKE_RESULT"  # where _suite.py writes the suite's result
 STDOUT_TAIL_CHARS, STDERR_TAIL_CHARS = 500, 1500
-# argv after -c: the private dir (put first on sys.path: the support modules) and the script
+# argv after -c: the private dir (first on sys.path: the support modules), the script, then
+# PYTHONPATH's absolute entries (-I drops them; the agent itself imports from them)
 LAUNCHER = (
-    "import runpy,sys;d,s=sys.argv[1:3];sys.path.insert(0,d);sys.argv=[s];"
+    "import runpy,sys;d,s=sys.argv[1:3];sys.path[0:0]=[d]+sys.argv[3:];sys.argv=[s];"
     "runpy.run_path(s,run_name='__main__')"
 )
 
@@ -57,8 +59,13 @@ def op_smoke(ctx, args):
 
 
 def suite_argv(work, script):
-    """The argv running `script` isolated, with `work` (the support modules) on sys.path."""
-    return [sys.executable, "-I", "-B", "-c", LAUNCHER, work, script]
+    """The argv running `script` isolated, with `work` (the support modules) and the
+    absolute entries of this agent's PYTHONPATH (as the agent's own python has them) on
+    sys.path."""
+    env_path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return [sys.executable, "-I", "-B", "-c", LAUNCHER, work, script] + [
+        p for p in env_path if os.path.isabs(p)
+    ]
 
 
 def _run_suite(work, suite):
