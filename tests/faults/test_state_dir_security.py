@@ -86,7 +86,18 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("case", "script", "state_dir", "says"), CASES, ids=[c[0] for c in CASES])
+# `make test` runs the first of each kind; `make faults` runs them all.
+DEFAULT_CASES = {"owned", "journal", "setuid"}
+
+
+def _params(cases: list[tuple]) -> list:
+    return [
+        pytest.param(*c, id=c[0], marks=[] if c[0] in DEFAULT_CASES else [pytest.mark.slow])
+        for c in cases
+    ]
+
+
+@pytest.mark.parametrize(("case", "script", "state_dir", "says"), _params(CASES))
 def test_a_state_dir_others_could_write_is_refused_naming_path_and_owner(
     sandbox_factory, tmp_path, other_uid, case, script, state_dir, says
 ):
@@ -173,8 +184,7 @@ FORGED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("case", "site", "rel", "mode", "serve", "says"), FORGED,
-                         ids=[f[0] for f in FORGED])  # fmt: skip
+@pytest.mark.parametrize(("case", "site", "rel", "mode", "serve", "says"), _params(FORGED))
 def test_recover_refuses_a_forged_manifest_and_writes_nothing(
     sandbox_factory, case, site, rel, mode, serve, says
 ):
@@ -196,6 +206,7 @@ def test_recover_refuses_a_forged_manifest_and_writes_nothing(
     assert not (host.state_dir_on_disk / "lock").exists()  # released after the refusal
 
 
+@pytest.mark.slow
 def test_install_and_restore_write_no_set_id_or_world_writable_bit(sandbox_factory, tmp_path):
     """A patched file that is setuid and world-writable on the host (a trap, or a mistake)
     is written 0755 by the push and by its rollback: never a set-id or o+w bit."""
