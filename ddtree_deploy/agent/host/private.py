@@ -24,6 +24,9 @@ import stat
 from .wire import Code, OpFailed
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# Walking the path needs only search permission on each dir (a 0711 dir above a user's state
+# dir is fine): O_PATH descriptors are enough for fstat and openat (Linux; else O_RDONLY).
+_WALK_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -75,7 +78,7 @@ def check_state_dir(path):
     parts = [p for p in path.split("/") if p]
     if not parts:
         _refuse(what, "the root dir is no state dir")
-    fd = os.open("/", _DIR_FLAGS)
+    fd = os.open("/", _WALK_FLAGS)
     try:
         where = "/"
         for n, name in enumerate(parts):
@@ -91,7 +94,7 @@ def check_state_dir(path):
                 _refuse(what, "%s is a symbolic link (give its real path)" % here)
             if not stat.S_ISDIR(st.st_mode):
                 _refuse(what, "%s is not a directory" % here)
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            child = os.open(name, _WALK_FLAGS, dir_fd=fd)
             os.close(fd)
             fd, where = child, here
             if n == len(parts) - 1:
