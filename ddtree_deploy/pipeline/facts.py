@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddtree_deploy.agent import AgentResponse, Op, OpResult
+from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
@@ -70,10 +71,14 @@ def ask_facts(run: HostRun, stage: Stage, op: Op) -> Facts | HostResult:
 
 
 def _facts_of(run: HostRun, response: AgentResponse) -> Facts | HostResult:
-    """The Facts of an answer, or NEEDS_ATTENTION naming the error when facts failed."""
+    """The Facts of an answer; REFUSED when the agent refused the state dir or a path
+    (unsafe_path: a config matter, nothing was changed), else NEEDS_ATTENTION naming the
+    error when facts failed."""
     facts = response.facts()
     if facts is None:
         error = response.failed.error if response.failed else response.error
+        if response.failed is not None and response.failed.code == Code.UNSAFE_PATH:
+            return run.result(Outcome.REFUSED, error or "unsafe path")
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {error}")
     return facts
 

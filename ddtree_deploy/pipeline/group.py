@@ -229,7 +229,7 @@ class Members:
         restored = self.each_index(
             lambda i: restore_backup(
                 self.runs[i], changes[i].push.deploy_id, False, Stage.ROLLBACK,
-                reason=reason, unlock=False,
+                reason=reason, unlock=False, package=changes[i].push.prepared.package,
             )
         )  # fmt: skip
         back = self.restart_all()

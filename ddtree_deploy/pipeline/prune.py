@@ -29,6 +29,8 @@ def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
     failed = response.failed
     if failed is not None and failed.code == Code.LOCKED:
         return run.result(Outcome.LOCKED, failed.error or "locked")
+    if failed is not None and failed.code == Code.UNSAFE_PATH:  # a state dir others can write
+        return run.result(Outcome.REFUSED, failed.error or "unsafe state dir")
     if not response.ok:
         run.release_lock()
         error = failed.error if failed else response.error

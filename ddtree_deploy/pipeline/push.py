@@ -139,6 +139,8 @@ def _judge_preflight(
     """Return how the host ends when preflight stops the push (nothing changed), else None."""
     facts = pre.facts()
     if facts is None:
+        if pre.failed is not None and pre.failed.code == Code.UNSAFE_PATH:  # the state dir
+            return run.result(Outcome.REFUSED, _error(pre))
         return run.result(Outcome.NEEDS_ATTENTION, f"facts failed: {_error(pre)}")
     halted = pre.halted
     if halted is not None and halted.code == Code.NO_CHANGES:
@@ -294,7 +296,10 @@ def _rollback(
     """
     failed = None if reason or response is None else response.failed
     reason = reason or _failure_reason(response)
-    result = restore_backup(push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
+    result = restore_backup(
+        push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
+        package=push.prepared.package,
+    )  # fmt: skip
     details = result.details
     if failed is not None:
         failure = {"op": failed.op, "code": failed.code, "data": failed.data}
@@ -338,7 +343,10 @@ def _lost(
     run = push.run
     run.transport.close()
     reason = f"{stage}: {exc}"
-    result = restore_backup(run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
+    result = restore_backup(
+        run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
+        package=push.prepared.package,
+    )  # fmt: skip
     if traffic is not None:
         why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)
         if why is not None:

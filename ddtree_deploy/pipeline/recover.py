@@ -45,7 +45,12 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
         error = taken.failed.error if taken.failed else taken.error
         return run.result(Outcome.LOCKED, error or "locked")
     result = restore_backup(
-        run, pending["deploy_id"], restart, Stage.RECOVER, reason="recovered unfinished deploy"
+        run,
+        pending["deploy_id"],
+        restart,
+        Stage.RECOVER,
+        reason="recovered unfinished deploy",
+        refuse_unsafe=True,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result

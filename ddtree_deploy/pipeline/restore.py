@@ -18,6 +18,8 @@ def restore_backup(
     final_state: str = "rolled_back",
     reason: str = "",
     unlock: bool = True,
+    package: str = "sglang",
+    refuse_unsafe: bool = False,
 ) -> HostResult:
     """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
 
@@ -27,7 +29,7 @@ def restore_backup(
     state each file is in.
     """
     steps: list[Step] = [
-        (stage, ops.restore_op(deploy_id)),
+        (stage, ops.restore_op(deploy_id, run.host, package)),
         (stage, ops.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
     ]
     if restart:
@@ -51,6 +53,9 @@ def restore_backup(
         return run.result(
             Outcome.ROLLED_BACK, f"{reason}; no backup was made, site-packages untouched"
         )
+    if refuse_unsafe and failed.op == "restore" and failed.code == Code.UNSAFE_PATH:
+        run.release_lock()  # refused before the first write: the host is as it was
+        return run.result(Outcome.REFUSED, f"{failed.error}", deploy_id=deploy_id)
     if failed.op in ("restore", "journal"):
         files = (failed.data or {}).get("files", {})
         _mark_unfinished(run, deploy_id, stage, failed.error or "")

@@ -12,6 +12,11 @@ from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 3600.0
+# a state dir another user could write (agent/host/private.py): refused, nothing changed
+_PREFLIGHT_OUTCOMES: dict[str, Outcome] = {
+    Code.LOCKED: Outcome.LOCKED,
+    Code.UNSAFE_PATH: Outcome.REFUSED,
+}
 
 
 def rollback_host(
@@ -34,7 +39,7 @@ def rollback_host(
     if isinstance(pre, HostResult):
         return pre
     if pre.failed is not None:
-        outcome = Outcome.LOCKED if pre.failed.code == Code.LOCKED else Outcome.NEEDS_ATTENTION
+        outcome = _PREFLIGHT_OUTCOMES.get(pre.failed.code or "", Outcome.NEEDS_ATTENTION)
         return run.result(outcome, pre.failed.error or "preflight failed")
     facts = pre.facts()
     if not pre.ok or facts is None:
@@ -49,7 +54,9 @@ def rollback_host(
     elif target not in {b["deploy_id"] for b in facts.backups}:
         run.release_lock()
         return run.result(Outcome.REFUSED, f"no backup named {target!r} on this host")
-    result = restore_backup(run, target, restart, Stage.ROLLBACK, reason="rollback requested")
+    result = restore_backup(
+        run, target, restart, Stage.ROLLBACK, reason="rollback requested", refuse_unsafe=True
+    )
     if result.outcome != Outcome.ROLLED_BACK:
         return result
     return dataclasses.replace(result, outcome=Outcome.OK, message=f"rolled back {target}")

@@ -4,10 +4,13 @@ torch, transformers and the unpatched parts of sglang again.
 
 Run by imports.py as `python _forked_imports.py` with one JSON object on stdin:
     {"blocked": [names], "warm": [names], "groups": [[names], ...],
-     "timeout_s": seconds per module, "workers": children at once}
-It prints JSON lines on stdout: first {"warm": {...}} (what the warm-up did, or why fork
-is unsafe here: then it stops and imports.py imports every group in fresh processes), then
-one {"group": i, "results": {name: None | {error, frames, tail}}, "s": seconds} per group.
+     "timeout_s": seconds per module, "workers": children at once, "out": path,
+     "path": the sys.path to import with}
+It writes JSON lines to the file `out` (on stdout without one; a file, because whatever a
+host's python prints on stdout could glue onto a line): first {"warm": {...}} (what the
+warm-up did, or why fork is unsafe here: then it stops and imports.py imports every group
+in fresh processes), then one {"group": i, "results": {name: None | {error, frames, tail}},
+"s": seconds} per group.
 
 Why the result equals a fresh process's:
 - While warming, a meta path finder refuses every blocked name (the patched modules and
@@ -273,14 +276,22 @@ def main():
     if sys.path and os.path.abspath(sys.path[0] or ".") == here:
         del sys.path[0]
     request = json.loads(sys.stdin.read())
+    if request.get("path"):  # the suite's sys.path (an isolated python starts with less)
+        sys.path[:] = request["path"]
+    out = open(request["out"], "a", encoding="utf-8") if request.get("out") else sys.stdout
+
+    def emit(message):
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
     timeout_s = float(request.get("timeout_s") or 300)
     warm = warm_up(request.get("warm", []), request.get("blocked", []), timeout_s)
-    print(json.dumps({"warm": warm}), flush=True)
+    emit({"warm": warm})
     if "unsafe" in warm:
         return
     workers = max(1, int(request.get("workers") or 1))
     for index, results, seconds in run_groups(request.get("groups", []), timeout_s, workers):
-        print(json.dumps({"group": index, "results": results, "s": seconds}), flush=True)
+        emit({"group": index, "results": results, "s": seconds})
 
 
 if __name__ == "__main__":

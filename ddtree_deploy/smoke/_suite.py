@@ -1,14 +1,19 @@
 """Shared by the smoke scripts (shipped beside them): read the input, run checks, print.
 
-A smoke script is run by the host's python with a JSON object on stdin and prints ONE
-JSON line: {suite, passed, skipped, checks[], duration_s, details}. Exit 0 iff passed
-(or skipped). Stdlib only, so it runs on any host python.
+A smoke script is run by the host's python with a JSON object on stdin and gives ONE
+JSON result: {suite, passed, skipped, checks[], duration_s, details}, written to the file
+$DDTREE_SMOKE_RESULT names (the agent's smoke op: out of band, so text a host's python
+prints on stdout cannot spoil it) and printed on stdout as a line (for a person running
+it by hand). Exit 0 iff passed (or skipped). Stdlib only, so it runs on any host python.
 """
 
 import json
+import os
 import sys
 import time
 import traceback
+
+RESULT_ENV = "DDTREE_SMOKE_RESULT"  # the file the result goes to (agent/host/ops_smoke.py)
 
 
 def read_request():
@@ -85,7 +90,13 @@ class Suite:
             "duration_s": round(time.monotonic() - self.started, 3),
             "details": skipped_reason or self.crash or summary,
         }
-        sys.stdout.write(self.redact(json.dumps(result)) + "\n")
+        text = self.redact(json.dumps(result))
+        where = os.environ.get(RESULT_ENV)
+        if where:  # the agent's private run dir: created here, never there before
+            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        sys.stdout.write(text + "\n")
         sys.stdout.flush()
         self.finished = True
         sys.exit(0 if result["passed"] or result["skipped"] else 1)

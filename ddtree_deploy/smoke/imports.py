@@ -23,12 +23,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 from _suite import Suite
 
 _PROBE = r"""
 import importlib, json, os, sys, traceback
+if len(sys.argv) > 3:
+    sys.path[:] = json.loads(sys.argv[3])  # the suite's own: an isolated python has no more
 out = {}
 for name in json.loads(sys.argv[1]):
     try:
@@ -38,32 +41,68 @@ for name in json.loads(sys.argv[1]):
         frames = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
         out[name] = {"error": f"{type(exc).__name__}: {exc}", "frames": frames,
                      "tail": traceback.format_exc()[-1500:]}
-print(json.dumps(out), flush=True)
+with open(sys.argv[2], "w") as fh:  # out of band: a .pth may print on stdout
+    fh.write(json.dumps(out))
 os._exit(0)  # no teardown of torch and sglang: seconds, and the answer is out
 """
+
+
+def python_flags():
+    """This interpreter's -I and -B, for the interpreters the suite starts: run isolated
+    by the agent (ops_smoke.py), they are isolated too and write no .pyc."""
+    return ["-I"] * bool(sys.flags.isolated) + ["-B"] * bool(sys.flags.dont_write_bytecode)
+
+
+def child_path():
+    """The sys.path the suite's interpreters import with: this one's (an isolated python
+    starts without PYTHONPATH's entries, which the agent gave the suite), less the suite's
+    own folder, so no suite or helper shadows a module."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [p for p in sys.path if p and os.path.abspath(p) != here]
+
+
+def read_json_file(path):
+    """The JSON in `path`, None when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.loads(fh.read())
+    except (OSError, ValueError):
+        return None
 
 
 def import_in_fresh_process(names, timeout_s):
     """name -> None or {error, frames, tail}, from one new interpreter (killed after
     timeout_s per name)."""
     limit = timeout_s * max(1, len(names))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _PROBE, json.dumps(names)],
-            capture_output=True,
-            text=True,
-            timeout=limit,
-        )
-    except subprocess.TimeoutExpired:
-        why = "import did not finish in %ss: killed" % limit
-        return {name: {"error": why, "frames": [], "tail": why, "kind": "hang"} for name in names}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
+    with tempfile.TemporaryDirectory(prefix="ddtree-imports-") as scratch:
+        out = os.path.join(scratch, "result.json")
+        try:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    *python_flags(),
+                    "-c",
+                    _PROBE,
+                    json.dumps(names),
+                    out,
+                    json.dumps(child_path()),
+                ],  # fmt: skip
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=limit,
+            )
+        except subprocess.TimeoutExpired:
+            why = "import did not finish in %ss: killed" % limit
+            hang = {"error": why, "frames": [], "tail": why, "kind": "hang"}
+            return {name: hang for name in names}
+        found = read_json_file(out)
+    if not isinstance(found, dict):
         code = done.returncode
         why = "interpreter died (%s)" % (f"signal {-code}" if code < 0 else f"exit {code}")
         err = {"error": why, "frames": [], "tail": f"{why}\n{done.stderr[-1500:]}", "kind": "crash"}
         return {name: err for name in names}
-    return json.loads(lines[-1])
+    return found
 
 
 def import_isolated(groups, timeout_s):
@@ -117,24 +156,33 @@ def import_forked(site, groups, timeout_s):
     }
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_forked_imports.py")
     limit = timeout_s * (len(names) + 1)
-    try:
-        done = subprocess.run(
-            [sys.executable, script],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=limit,
-        )
-        stdout, stderr, code = done.stdout, done.stderr, done.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout, stderr, code = exc.stdout or "", exc.stderr or "", "killed after %ss" % limit
-        stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
-        stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+    with tempfile.TemporaryDirectory(prefix="ddtree-imports-") as scratch:
+        request["out"] = os.path.join(scratch, "lines.jsonl")  # out of band, as the probe's
+        request["path"] = child_path()
+        try:
+            done = subprocess.run(
+                [sys.executable, *python_flags(), script],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=limit,
+            )
+            stderr, code = done.stderr, done.returncode
+        except subprocess.TimeoutExpired as exc:
+            stderr, code = exc.stderr or "", "killed after %ss" % limit
+            stderr = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+        try:
+            with open(request["out"], encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            lines = []
     warm, results = {}, [None] * len(groups)
-    for line in stdout.splitlines():
-        if not line.startswith("{"):
+    for line in lines:
+        try:
+            msg = json.loads(line)
+        except ValueError:  # a line cut short when the parent was killed
             continue
-        msg = json.loads(line)
         if "warm" in msg:
             warm = msg["warm"]
         elif "group" in msg:

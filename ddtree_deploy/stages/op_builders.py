@@ -351,9 +351,14 @@ def _service_record(host: Host, spec: ServiceSpec, name: str) -> wire.Service:
     )
 
 
-def restore_op(deploy_id: str) -> Op:
-    """Return the restore op putting back the backup of `deploy_id`."""
-    return Op.of(wire.RestoreArgs(deploy_id=deploy_id))
+def restore_op(deploy_id: str, host: Host | None = None, package: str = "sglang") -> Op:
+    """Return the restore op putting back the backup of `deploy_id` on `host`: the agent
+    holds its manifest to `package`'s root and to the inventory's serve file (none without
+    a host)."""
+    serve_path = None
+    if host is not None and host.service.kind != "none":
+        serve_path = host.service.args_file
+    return Op.of(wire.RestoreArgs(deploy_id=deploy_id, package=package, serve_path=serve_path))
 
 
 def prune_op(keep: int) -> Op:

@@ -86,7 +86,7 @@ def test_an_editable_install_is_hashed_and_patched_in_its_source_tree(editable):
     assert done.ok, done
     assert (source / MODULE).read_text() == PATCHED_TEXT
     assert not (site_packages / PACKAGE).exists()  # nothing written beside the dist-info
-    assert host.call_ops(ops.restore_op("d1")).ok
+    assert host.call_ops(ops.restore_op("d1", package=PACKAGE)).ok
     assert (source / MODULE).read_text() == MODULE_TEXT
 
 

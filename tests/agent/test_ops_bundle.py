@@ -94,7 +94,9 @@ def walk_a_push_and_roll_back(fake_host):
     again = preflight(fake_host)  # nothing to do: halt, ok, before lock_acquire
     assert again.ok and again.halted.code == Code.NO_CHANGES, again
     assert [r.op for r in again.results] == ["facts", "check_plan"]
-    restore = fake_host.call_ops(ops.restore_op("d1"), ops.journal_op("d1", "rolled_back"))
+    restore = fake_host.call_ops(
+        ops.restore_op("d1", package=PACKAGE), ops.journal_op("d1", "rolled_back")
+    )
     assert restore.results[0].data["files"] == {MODULE: "restored", NEW_FILE: "restored"}
     assert restore.ok, restore
     assert (site / MODULE).read_text() == MODULE_TEXT and not (site / NEW_FILE).exists()
@@ -178,12 +180,15 @@ def test_backup_copies_are_verified_and_restore_reports_each_problem(fake_host):
     copy.write_text("corrupted\n")
     corrupt = fake_host.call_ops(ops.install_op(str(site), p, "d1"))
     assert corrupt.failed.code == Code.BACKUP_CORRUPT, corrupt
-    restore = fake_host.call_ops(ops.restore_op("d1"))
+    restore = fake_host.call_ops(ops.restore_op("d1", package=PACKAGE))
     assert restore.failed.code == Code.RESTORE_FAILED
     assert restore.failed.data["files"] == {MODULE: "backup copy corrupt", NEW_FILE: "restored"}
-    assert fake_host.call_ops(ops.restore_op("nope")).failed.code == Code.NO_BACKUP
+    assert fake_host.call_ops(ops.restore_op("nope", package=PACKAGE)).failed.code == Code.NO_BACKUP
     (state / "backups" / "d1" / "manifest.json").write_text("{")
-    assert fake_host.call_ops(ops.restore_op("d1")).failed.code == Code.BACKUP_UNREADABLE
+    assert (
+        fake_host.call_ops(ops.restore_op("d1", package=PACKAGE)).failed.code
+        == Code.BACKUP_UNREADABLE
+    )
 
 
 def test_compile_reports_syntax_errors(fake_host):

@@ -21,6 +21,7 @@ from tests.agent.conftest import (
     MODULE_TEXT,
     NEW_FILE,
     NEW_TEXT,
+    PACKAGE,
     PATCHED_TEXT,
     sha,
 )
@@ -74,7 +75,7 @@ def test_install_keeps_owners_and_restore_gives_them_back(fake_host):
     # the restore writes the original bytes back with the recorded owner and mode
     os.chown(site / MODULE, 0, 0)
     os.chmod(site / MODULE, 0o600)
-    restore = fake_host.call_ops(ops.restore_op("d1"))
+    restore = fake_host.call_ops(ops.restore_op("d1", package=PACKAGE))
     assert restore.ok, restore
     assert (site / MODULE).read_text() == MODULE_TEXT
     assert meta(site / MODULE) == (*MODULE_OWNER, "0o640")
@@ -88,7 +89,7 @@ def test_restore_fixes_owner_and_mode_of_a_file_whose_bytes_are_back(fake_host):
     assert fake_host.call_ops(ops.backup_op("d1", str(site), p)).ok
     os.chown(site / MODULE, 0, 0)  # same bytes, other owner and mode
     os.chmod(site / MODULE, 0o666)
-    restore = fake_host.call_ops(ops.restore_op("d1"))
+    restore = fake_host.call_ops(ops.restore_op("d1", package=PACKAGE))
     assert restore.ok, restore
     assert meta(site / MODULE) == (*MODULE_OWNER, "0o640")
 

@@ -152,18 +152,20 @@ def test_health_asks_at_once_then_backs_off_from_milliseconds(fake_host):
     assert server.gets == 4  # type: ignore[attr-defined]
 
 
+# Each suite writes its result to the file the agent names (as _suite.py does).
+RESULT = "open(os.environ['DDTREE_SMOKE_RESULT'], 'w').write"
 SUITES = {
-    "passes": "import json, sys, helper\nprint(json.dumps({'passed': helper.OK}))\n",
+    "passes": f"import json, os, helper\n{RESULT}(json.dumps({{'passed': helper.OK}}))\n",
     "fails": textwrap.dedent(
-        """\
-        import json, sys
+        f"""\
+        import json, os, sys
         data = json.load(sys.stdin)
-        print(json.dumps({'passed': False, 'checks': [
-            {'name': 'answer', 'passed': False, 'detail': 'got ' + data['suite']}]}))
+        {RESULT}(json.dumps({{'passed': False, 'checks': [
+            {{'name': 'answer', 'passed': False, 'detail': 'got ' + data['suite']}}]}}))
         """
     ),
     "silent": "import sys\nprint('not json', file=sys.stderr)\n",
-    "skips": "import json\nprint(json.dumps({'passed': False, 'skipped': True}))\n",
+    "skips": f"import json, os\n{RESULT}(json.dumps({{'passed': False, 'skipped': True}}))\n",
     "helper.py": "OK = True\n",
 }
 
@@ -174,7 +176,7 @@ def test_smoke_runs_each_suite_and_names_what_failed(fake_host):
     answer = fake_host.call_ops(op)
     assert answer.failed.code == Code.SMOKE_FAILED
     assert "fails: answer: got fails" in answer.failed.error
-    assert "silent: no JSON result line; stderr: not json" in answer.failed.error
+    assert "silent: no result (exit 0); stdout: (empty); stderr: not json" in answer.failed.error
     result = SmokeResult.from_dict(answer.failed.data)
     assert [r["suite"] for r in result.failed()] == ["fails", "silent"]
     only = ops.smoke_op(host, str(fake_host.site), prepared(), SUITES, 30, ["passes", "skips"])

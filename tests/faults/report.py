@@ -26,6 +26,8 @@ OTHER_TESTS = {
     "test_agent_crash.py": "Crash safety of the agent",
     "test_bad_input.py": "Bad input corpus",
     "test_security.py": "Security",
+    "test_state_dir_security.py": "Security: the state dir, planted modules, forged backups, "
+    "junk on a host's stdout",
     "test_services_faults.py": "Faults at the second of two services (restart, health)",
     "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
@@ -199,6 +201,24 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "Rich markup in a host's smoke output and agent stderr reach stderr, the Markdown "
         "summary and JUnit without a control byte and still readable (markup shown as text); "
         "`--json` keeps them JSON-escaped; with the sanitiser bypassed they leak.",
+        "- *Security: the state dir* (threat: a local user who can write the state dir gets "
+        "root): a state dir another user owns, group- or world-writable, under a dir another "
+        "user owns, reached through a link, or holding a journal another user owns or a "
+        "linked one, makes push, recover, rollback and status exit 2 naming the path and "
+        "owner, the host unchanged; a `json.py`, `sitecustomize.py` and `_suite.py` planted "
+        "in the state dir are never imported by the suites (`python -I -B` from a fresh "
+        "private dir); a forged journal + manifest (outside the package root, setuid or "
+        "setgid mode, a path out, another serve file) makes `recover` exit 2 with nothing "
+        "written and no set-id bit anywhere; a setuid, world-writable patched file is "
+        "written 0775 by push and rollback. Junk on stdout (threat: such a host could never "
+        "be pushed): a `.pth` writing text without a newline at every start "
+        "leaves every suite passing (results travel in a file), and a suite that gives no "
+        "result quotes stdout's tail, control characters escaped. Negative controls, run by "
+        "hand: smoke as before (from STATE/smoke, not isolated, results on stdout) imports "
+        'the planted `json.py` and fails every suite with "no JSON result line; stderr: " '
+        "on the junk; `recover` without `restore_check` writes the forged files (exit 0); "
+        "without the state-dir walk the five dir cases fail, without `open_private` the two "
+        "journal cases, without `safe_mode` the set-id case.",
         "- *Soak* (`make soak`): 30 push/rollback cycles on 4 hosts in one controller "
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",

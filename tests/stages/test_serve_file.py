@@ -129,7 +129,7 @@ def test_agent_backs_up_installs_and_restores_the_serve_file_byte_for_byte(tmp_p
     assert answer["ok"] and answer["results"][1]["halt"], answer  # halt, ok: not a failure
     assert answer["results"][1]["code"] == "no_changes"
 
-    answer = agent(state, ("restore", {"deploy_id": "d1"}))
+    answer = agent(state, ("restore", {"deploy_id": "d1", "serve_path": str(serve_path)}))
     assert answer["ok"], answer
     assert serve_path.read_bytes() == original
     assert answer["results"][0]["data"]["files"] == {str(serve_path): "restored"}

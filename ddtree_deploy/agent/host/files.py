@@ -8,6 +8,15 @@ import tempfile
 
 from .wire import Code, OpFailed
 
+# The most of a mode any file the agent writes gets: no setuid, setgid or sticky bit and
+# never writable by others, whatever a manifest, an old file or a caller asks for.
+SAFE_MODE_BITS = 0o775
+
+
+def safe_mode(mode):
+    """`mode` less every bit outside SAFE_MODE_BITS."""
+    return mode & SAFE_MODE_BITS
+
 
 def now_utc():
     """Return the current UTC time as ISO 8601 text, to the second."""
@@ -24,7 +33,8 @@ def fsync_dir(path):
 
 
 def write_atomic(path, data, mode=0o644, owner=None):
-    """Write `data` (bytes) to `path` with permission bits `mode` and, when given, `owner`
+    """Write `data` (bytes) to `path` with permission bits `mode` (safe_mode: never a
+    set-id, sticky or world-writable bit) and, when given, `owner`
     ((uid, gid); see owner_of): temp file in the same directory, fsync, os.replace, fsync
     the directory. A reader sees the old or the new bytes, never a mix. Directories it
     creates take `owner` too. Raises OSError (no temp file is left behind)."""
@@ -38,7 +48,7 @@ def write_atomic(path, data, mode=0o644, owner=None):
             os.fsync(fh.fileno())
             if owner is not None:  # before chmod: chown clears the set-id bits
                 _chown_if_differs(fh.fileno(), owner)
-        os.chmod(tmp, mode)
+        os.chmod(tmp, safe_mode(mode))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -18,8 +18,9 @@ import threading
 import time
 
 from .entries import run_entry
+from .private import check_private_fd, check_state_dir
 from .state import Ctx
-from .wire import BEGIN, BUNDLE_PACKAGE, END, bundle_hash, bundle_sources, parse_args
+from .wire import BEGIN, BUNDLE_PACKAGE, END, OpFailed, bundle_hash, bundle_sources, parse_args
 
 
 def _op(module, name):
@@ -66,6 +67,8 @@ _QUICK = {"facts", "check_plan", "lock_acquire"}
 # and gate_measure only reads the server (it writes save_as atomically; a push that gates
 # holds the host lock).
 _NO_FLOCK = {"facts", "services", "gate_measure", "edits"}
+# Ops that never read or write the state dir: a request of only these skips its checks.
+_NO_STATE = {"services", "restart", "health", "edits"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 
@@ -102,7 +105,7 @@ def _hold_agent_lock(request):
     try:
         if not quick:
             os.makedirs(request["state_dir"], mode=0o700, exist_ok=True)
-        fd = os.open(request["state_dir"], os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(request["state_dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
         return None, "unavailable: %s" % exc
     deadline = time.monotonic() + (QUICK_WAIT_S if quick else EXCLUSIVE_WAIT_S)
@@ -139,8 +142,19 @@ def handle(request, relay=None):
             return own.handle(request)
         finally:
             own.close()
-    fd, note = _hold_agent_lock(request)
-    quick = {op.get("op") for op in request["ops"]} <= _QUICK
+    names = {op.get("op") for op in request["ops"]}
+    fd = None
+    try:
+        if names - _NO_STATE:  # private.py: a state dir others can write is refused
+            check_state_dir(request["state_dir"])
+        fd, note = _hold_agent_lock(request)
+        if fd is not None:  # the dir locked (perhaps just made) is the one checked
+            check_private_fd(fd, request["state_dir"])
+    except OpFailed as exc:
+        if fd is not None:
+            os.close(fd)
+        return _refused(request, exc)
+    quick = names <= _QUICK
     if note == "busy" and not quick:
         return {"ok": False, "results": [], "error": "another agent is still working here"}
     try:
@@ -148,6 +162,17 @@ def handle(request, relay=None):
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _refused(request, exc):
+    """The answer to a request refused before any op ran: its first op failed with `exc`."""
+
+    def refuse():
+        raise exc
+
+    first = (request["ops"] or [{}])[0].get("op")
+    entry, _output = run_entry(first, refuse)
+    return {"ok": False, "results": [entry]}
 
 
 def run_ops(request, flock_held=True):
@@ -203,7 +228,8 @@ def main():
                 relay = Relay()
             answer = json.dumps(handle(request, relay))
             try:
-                sys.stdout.write("%s\n%s\n%s\n" % (BEGIN, answer, END))
+                # BEGIN starts a line even after text a .pth printed without a newline
+                sys.stdout.write("\n%s\n%s\n%s\n" % (BEGIN, answer, END))
                 sys.stdout.flush()
             except (BrokenPipeError, OSError):
                 return  # the controller is gone; the work above is done and journaled

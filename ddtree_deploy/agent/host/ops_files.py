@@ -13,9 +13,12 @@ from .files import (
     now_utc,
     owner_of,
     safe_join,
+    safe_mode,
     write_atomic,
 )
+from .private import check_private_dir, open_private, private_sha256
 from .pure import apply_unified_diff, sha256_bytes, sha256_file
+from .restore_check import check_manifest
 from .state import deploy_states, list_backups, read_journal
 from .wire import Code, OpFailed
 from .wire_results import BackupResult
@@ -76,9 +79,10 @@ def _backup_serve(root, path):
 
 
 def _meta(path):
-    """Return {mode, uid, gid} of the file at `path`: what a restore gives it back."""
+    """Return {mode, uid, gid} of the file at `path`: what a restore gives it back (the
+    mode as safe_mode: no set-id or o+w bit is ever written back)."""
     st = os.stat(path)
-    return {"mode": st.st_mode & 0o7777, "uid": st.st_uid, "gid": st.st_gid}
+    return {"mode": safe_mode(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
 
 
 def _check_backup(ctx, deploy_id, paths, serve_path=None):
@@ -86,7 +90,7 @@ def _check_backup(ctx, deploy_id, paths, serve_path=None):
     `paths` (and the serve file) whose copies match it."""
     root = os.path.join(ctx.backups_dir, deploy_id)
     try:
-        with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
+        with open_private(os.path.join(root, "manifest.json")) as fh:
             manifest = json.load(fh)
     except (OSError, ValueError) as exc:
         message = "backup %s unreadable: %s" % (deploy_id, exc)
@@ -103,11 +107,12 @@ def _check_backup(ctx, deploy_id, paths, serve_path=None):
 def _verify_backup(root, manifest):
     """Raise OpFailed(backup_corrupt) when a copy under `root` differs from the manifest."""
     for rel, info in manifest["files"].items():
-        if info["existed"] and sha256_file(os.path.join(root, "files", rel)) != info["sha256"]:
+        if info["existed"] and private_sha256(os.path.join(root, "files", rel)) != info["sha256"]:
             message = "backup copy of %s does not match its manifest" % rel
             raise OpFailed(Code.BACKUP_CORRUPT, message)
     serve = manifest.get("serve")
-    if serve and serve["existed"] and sha256_file(os.path.join(root, "serve")) != serve["sha256"]:
+    copy = os.path.join(root, "serve")
+    if serve and serve["existed"] and private_sha256(copy) != serve["sha256"]:
         raise OpFailed(Code.BACKUP_CORRUPT, "backup copy of %s does not match" % serve["path"])
 
 
@@ -134,7 +139,7 @@ def op_install(ctx, args):
         planned.append((full, spec.path, _new_bytes(full, spec)))
     paths = [full for full, _rel, _data in planned]
     check_owners(paths + ([check_serve_path(serve.path)] if serve else []))
-    for full, _rel, data in planned:
+    for full, _rel, data in planned:  # write_atomic keeps no set-id or o+w bit (safe_mode)
         mode = os.stat(full).st_mode & 0o7777 if os.path.exists(full) else 0o644
         write_atomic(full, data, mode, owner_of(full))
         clear_pycache(full)
@@ -197,20 +202,27 @@ def op_restore(ctx, args):
     return {"files": {path: "restored"}, "backup": dir}.
 
     A file already at its original bytes is left alone, so a restore after a failure that
-    changed nothing needs no free space and no write access. Each backup copy is checked
-    against the manifest before it is written back. Raises OpFailed: no_backup,
-    backup_unreadable, restore_failed (data: the state of every file).
+    changed nothing needs no free space and no write access. The manifest must pass
+    restore_check (this python's package root, permission bits only, plausible owners, the
+    inventory's serve file) and each backup copy, read only when private.py finds it this
+    user's alone, must match it before it is written back. Raises OpFailed: no_backup,
+    backup_unreadable, unsafe_path, restore_failed (data: the state of every file).
     """
     root = os.path.join(ctx.backups_dir, args.deploy_id)
     try:
-        with open(os.path.join(root, "manifest.json"), encoding="utf-8") as fh:
+        check_private_dir(root)
+        with open_private(os.path.join(root, "manifest.json")) as fh:
             manifest = json.load(fh)
     except FileNotFoundError:
         raise OpFailed(Code.NO_BACKUP, "no backup %s" % args.deploy_id) from None
     except (OSError, ValueError) as exc:
         message = "backup %s: %s" % (args.deploy_id, exc)
         raise OpFailed(Code.BACKUP_UNREADABLE, message) from None
-    site, states = manifest["site_packages"], {}
+    site = check_manifest(args.deploy_id, manifest, args.package, args.serve_path)
+    for rel, info in manifest["files"].items():  # every copy private before the first write
+        if info.get("existed"):
+            private_sha256(os.path.join(root, "files", rel))
+    states = {}
     for rel, info in manifest["files"].items():
         full = safe_join(site, rel)
         states[rel] = _restore_one(full, os.path.join(root, "files", rel), info)
@@ -237,7 +249,7 @@ def _restore_one(full, copy, info, is_module=True):
         return "restored"
     try:
         if info["existed"]:
-            with open(copy, "rb") as fh:
+            with open_private(copy) as fh:
                 data = fh.read()
             if sha256_bytes(data) != wanted:
                 return "backup copy corrupt"
@@ -257,7 +269,8 @@ def _restore_one(full, copy, info, is_module=True):
 def _meta_matches(full, info, owner):
     """True when the file at `full` has the manifest's mode (and owner, when recorded)."""
     st = os.stat(full)
-    return st.st_mode & 0o7777 == info["mode"] and owner in (None, (st.st_uid, st.st_gid))
+    same_owner = owner in (None, (st.st_uid, st.st_gid))
+    return st.st_mode & 0o7777 == safe_mode(info["mode"]) and same_owner
 
 
 def _restore_meta(full, info, owner):
@@ -265,7 +278,7 @@ def _restore_meta(full, info, owner):
     try:
         if owner is not None:
             os.chown(full, owner[0], owner[1])  # before chmod: chown clears set-id bits
-        os.chmod(full, info["mode"])
+        os.chmod(full, safe_mode(info["mode"]))
     except OSError as exc:
         return "error: %s" % exc
     return "restored"

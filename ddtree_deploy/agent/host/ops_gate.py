@@ -11,6 +11,7 @@ import time
 from . import gate_http, gate_load
 from .api_key import read_api_key, redact
 from .files import safe_join, write_atomic
+from .private import open_private
 from .wire import Code, OpFailed
 from .wire_results import GateMeasurement, ReplayStats
 
@@ -188,7 +189,7 @@ def _read_stored(path):
     """Return the measurement stored at `path` (a dict), None when there is none; raises
     OpFailed(backup_unreadable) when it cannot be read or is not a JSON object."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_private(path, "r") as fh:  # the state dir's standard (private.py)
             text = fh.read()
     except FileNotFoundError:
         return None

@@ -1,29 +1,55 @@
 """The smoke op: the patchset's suite scripts, run by the host's python beside their
-support modules, each printing one JSON result line."""
+support modules, each leaving one JSON result in a file of its own.
+
+Isolated: each suite runs as `python -I -B` (no cwd, script dir, PYTHON* variables or user
+site on sys.path; PYTHONPATH's absolute entries, which the agent's own python imports
+from, are put back) from a fresh private dir (mkdtemp: 0700, this user's) that holds only
+what this op wrote: a module planted in the state dir, the agent's cwd or the login's home
+is never imported by a suite that runs as root. Out of band: a suite writes its result to
+the file named by $DDTREE_SMOKE_RESULT (_suite.py), so whatever a host's python prints on
+stdout (a .pth, a sitecustomize, a login banner: text without a newline would glue onto a
+result line) changes nothing; it is quoted, cleaned and bounded, when a suite gives no
+result.
+"""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from .files import write_atomic
 from .wire import Code, OpFailed
 from .wire_results import SmokeResult
 
+RESULT_ENV = "DDTREE_SMOKE_RESULT"  # where _suite.py writes the suite's result
+STDOUT_TAIL_CHARS, STDERR_TAIL_CHARS = 500, 1500
+# argv after -c: the private dir (first on sys.path: the support modules), the script, then
+# PYTHONPATH's absolute entries (-I drops them; the agent itself imports from them)
+LAUNCHER = (
+    "import runpy,sys;d,s=sys.argv[1:3];sys.path[0:0]=[d]+sys.argv[3:];sys.argv=[s];"
+    "runpy.run_path(s,run_name='__main__')"
+)
+
 
 def op_smoke(ctx, args):
-    """Run each suite script with this python (its input as JSON on stdin; it prints one
-    JSON result line); return SmokeResult.
+    """Run each suite script with this python (its input as JSON on stdin; its result in a
+    file); return SmokeResult.
 
-    Support modules are written beside the scripts in <state_dir>/smoke (0700). Raises
+    Scripts and support modules are written to a fresh private dir inside the state dir
+    (main.py checked it is this user's alone), removed afterwards. Raises
     OpFailed(smoke_failed) with every suite's result when one neither passed nor skipped.
     """
-    work = os.path.join(ctx.state_dir, "smoke")
-    os.makedirs(work, mode=0o700, exist_ok=True)
-    for name, source in args.support.items():  # modules the scripts import
-        write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
-    results = [_run_suite(work, suite) for suite in args.suites]
+    ctx.ensure_state_dir()
+    work = tempfile.mkdtemp(prefix="smoke-", dir=ctx.state_dir)
+    try:
+        for name, source in args.support.items():  # modules the scripts import
+            write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
+        results = [_run_suite(work, suite) for suite in args.suites]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     outcome = SmokeResult(suites=results)
     failed = [_why_failed(r) for r in outcome.failed()]
     if failed:
@@ -32,39 +58,86 @@ def op_smoke(ctx, args):
     return outcome
 
 
+def suite_argv(work, script):
+    """The argv running `script` isolated, with `work` (the support modules) and the
+    absolute entries of this agent's PYTHONPATH (as the agent's own python has them) on
+    sys.path."""
+    env_path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return [sys.executable, "-I", "-B", "-c", LAUNCHER, work, script] + [
+        p for p in env_path if os.path.isabs(p)
+    ]
+
+
 def _run_suite(work, suite):
-    """Run one suite script from `work`; return its result dict (suite, duration_s added)."""
+    """Run one suite script from a fresh dir of its own under `work`; return its result
+    dict (suite, duration_s added)."""
     script = os.path.join(work, "%s.py" % suite.name)
     write_atomic(script, suite.source.encode(), 0o600)
+    cwd = tempfile.mkdtemp(prefix="run-", dir=work)
+    result_path = os.path.join(cwd, "result.json")
     started = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, script],
+            suite_argv(work, script),
             input=json.dumps(suite.input),
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=suite.timeout_s,
-            # no world-readable __pycache__ in the 0700 state dir, no .pyc in site-packages
-            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+            cwd=cwd,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **{RESULT_ENV: result_path}),
         )
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        result = json.loads(lines[-1]) if lines else None
-        if not isinstance(result, dict):
-            details = "no JSON result line; stderr: " + done.stderr[-1500:]
-            result = {"passed": False, "details": details}
+        result = _read_result(result_path)
+        if result is None:
+            result = {"passed": False, "details": _no_result(done)}
     except subprocess.TimeoutExpired:
         result = {"passed": False, "details": "timed out after %ss" % suite.timeout_s}
     except ValueError as exc:
-        result = {"passed": False, "details": "unreadable result line: %s" % exc}
+        result = {"passed": False, "details": "unreadable result: %s" % exc}
     result.setdefault("suite", suite.name)
     result.setdefault("duration_s", round(time.monotonic() - started, 3))
     return result
+
+
+def _read_result(path):
+    """The suite's result (a dict) from its file, None when it wrote none. Raises
+    ValueError for a file that holds no JSON object."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            result = json.loads(fh.read())
+    except FileNotFoundError:
+        return None
+    if not isinstance(result, dict):
+        raise ValueError("not a JSON object")
+    return result
+
+
+def _no_result(done):
+    """Why a suite that wrote no result failed: its exit, the tails of stdout and stderr."""
+    return "no result (exit %s); stdout: %s; stderr: %s" % (
+        done.returncode,
+        quote_tail(done.stdout, STDOUT_TAIL_CHARS),
+        quote_tail(done.stderr, STDERR_TAIL_CHARS),
+    )
+
+
+def quote_tail(text, limit):
+    """The last `limit` characters of host output as quotable text: control characters
+    (but newline and tab) escaped as \\xNN / \\uNNNN, "(empty)" for none."""
+    tail = (text or "").strip()[-limit:]
+    if not tail:
+        return "(empty)"
+    return "".join(
+        c if c.isprintable() or c in "\n\t" else ("\\x%02x" % ord(c) if ord(c) < 256
+                                                  else "\\u%04x" % ord(c))
+        for c in tail
+    )  # fmt: skip
 
 
 def _why_failed(result):
     """Return `suite: first failed check: first line of its detail` (what a summary shows)."""
     checks = [c for c in result.get("checks") or [] if not c.get("passed")]
     if not checks:
-        return "%s: %s" % (result.get("suite"), str(result.get("details") or "failed")[:200])
+        return "%s: %s" % (result.get("suite"), str(result.get("details") or "failed")[:400])
     lines = str(checks[0].get("detail") or "").strip().splitlines() or [""]
     return "%s: %s: %s" % (result.get("suite"), checks[0].get("name"), lines[0][:200])

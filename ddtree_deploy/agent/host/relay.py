@@ -132,7 +132,9 @@ class Relay:
         except (BrokenPipeError, OSError):
             raise self.child_died(spec) from None
         self.answered = True
-        begin = max(i for i, text in enumerate(lines) if text == BEGIN) if BEGIN in lines else -1
+        # text printed before the answer (a .pth without a newline) may lead BEGIN's line
+        begins = [i for i, text in enumerate(lines) if text.endswith(BEGIN)]
+        begin = begins[-1] if begins else -1
         return json.loads("\n".join(lines[begin + 1 :]))
 
     def ensure_child(self, spec):

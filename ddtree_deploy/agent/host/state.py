@@ -7,6 +7,7 @@ import re
 import sys
 
 from .files import write_atomic
+from .private import check_private_dir, open_private
 
 UNFINISHED = ("installing", "rollback_failed")  # journal states a `recover` must finish
 # The journal is read whole at every preflight (~20 ms a MiB, ~1,000 deploys a MiB): past this
@@ -43,7 +44,7 @@ def read_journal(ctx):
     becomes {"state": "corrupt", "raw": its first 200 characters}."""
     entries = []
     try:
-        with open(ctx.journal_path, encoding="utf-8") as fh:
+        with open_private(ctx.journal_path, "r") as fh:
             for line in fh:
                 if line.strip():
                     try:
@@ -86,7 +87,7 @@ def rotate_journal(ctx):
     try:
         os.link(ctx.journal_path, rotated[0])
     except OSError:  # no hard links here (or .1 left, keeping one): a copy, written whole
-        with open(ctx.journal_path, "rb") as fh:
+        with open_private(ctx.journal_path) as fh:
             write_atomic(rotated[0], fh.read(), mode=0o600)
     text = "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in carried)
     write_atomic(ctx.journal_path, text.encode(), mode=0o600)  # fsyncs the dir: link too
@@ -107,7 +108,7 @@ def read_lock(ctx):
     """Return the lock record, None when there is no lock, or a stand-in that counts as
     expired when the file cannot be parsed."""
     try:
-        with open(ctx.lock_path, encoding="utf-8") as fh:
+        with open_private(ctx.lock_path, "r") as fh:
             return json.load(fh)
     except FileNotFoundError:
         return None
@@ -217,9 +218,10 @@ def list_backups(ctx):
     (deploy ids start with a UTC stamp, so this is oldest first)."""
     found = []
     if os.path.isdir(ctx.backups_dir):
+        check_private_dir(ctx.backups_dir)
         for name in sorted(os.listdir(ctx.backups_dir)):
             try:
-                with open(os.path.join(ctx.backups_dir, name, "manifest.json")) as fh:
+                with open_private(os.path.join(ctx.backups_dir, name, "manifest.json")) as fh:
                     manifest = json.load(fh)
             except (OSError, ValueError):
                 manifest = {"created": None, "patchset": None, "broken": True}

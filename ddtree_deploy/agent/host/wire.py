@@ -230,9 +230,13 @@ class CompileArgs(Record):
 
 
 class RestoreArgs(Record):
-    """restore: the deploy whose backup to put back."""
+    """restore: the deploy whose backup to put back; the package whose root the backup's
+    site_packages must be, and the inventory's serve file (None: the host has none), which
+    the agent holds a manifest to before writing (restore_check.py)."""
 
     deploy_id: str
+    package: str = "sglang"
+    serve_path: Optional[str] = None
 
 
 class PruneArgs(Record):
