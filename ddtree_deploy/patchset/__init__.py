@@ -10,6 +10,7 @@ from ddtree_deploy.patchset.load import (
     load_patchset,
     parse_patchset,
     resolve_patchset,
+    split_ref,
     version_key,
 )
 from ddtree_deploy.patchset.lock import build_lock, check_sources, verify_patchset, write_lock
@@ -64,6 +65,7 @@ __all__ = [
     "read_source",
     "resolve_patchset",
     "source_file",
+    "split_ref",
     "store_dir",
     "verify_patchset",
     "version_key",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,12 @@ from packaging.version import Version
 from pydantic import ValidationError
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset.models import PatchsetLock, PatchsetSpec
+from ddtree_deploy.patchset.models import (
+    NAME_PATTERN,
+    VERSION_PATTERN,
+    PatchsetLock,
+    PatchsetSpec,
+)
 
 ENV_VAR = "DDTREE_DEPLOY_PATCHSETS"
 PROJECT_NAME = "ddtree-deploy"  # the checkout whose patchsets/ is found from the cwd
@@ -85,9 +91,29 @@ def list_patchsets(base: Path) -> list[Patchset]:
     return sorted(found, key=lambda p: (p.spec.name, version_key(p.spec.version)))
 
 
+def split_ref(ref: str) -> tuple[str, str]:
+    """Return (name, version) of `NAME@VERSION` or (name, "") of `NAME`, each matched
+    whole against what a patchset's spec allows (models.NAME_PATTERN, VERSION_PATTERN):
+    a ref names a patchset and never a path (`ddtree@../x` is refused, not followed).
+    Raises PatchsetError naming the ref."""
+    name, sep, version = ref.partition("@")
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise PatchsetError(
+            f"patchset {ref!r}: {name!r} is not a patchset name (lowercase letters, digits, "
+            "'-' and '_'); give NAME or NAME@VERSION, e.g. ddtree@1.0.0"
+        )
+    if sep and not re.fullmatch(VERSION_PATTERN, version):
+        raise PatchsetError(
+            f"patchset {ref!r}: {version!r} is not a version (like 1.0.0 or 1.0.0-rc1); "
+            "give NAME or NAME@VERSION, e.g. ddtree@1.0.0"
+        )
+    return name, version
+
+
 def resolve_patchset(base: Path, ref: str) -> Patchset:
-    """`name@version`, or `name` for its highest version."""
-    name, _, version = ref.partition("@")
+    """`name@version`, or `name` for its highest version; raises PatchsetError for a ref
+    that is not one (split_ref) or names no patchset under `base`."""
+    name, version = split_ref(ref)
     if version:
         root = base / name / version
         if not (root / SPEC_NAME).is_file():

@@ -229,7 +229,7 @@ class Members:
         restored = self.each_index(
             lambda i: restore_backup(
                 self.runs[i], changes[i].push.deploy_id, False, Stage.ROLLBACK,
-                reason=reason, unlock=False,
+                reason=reason, unlock=False, drift_outcome=Outcome.NEEDS_ATTENTION,
             )
         )  # fmt: skip
         back = self.restart_all()

@@ -245,6 +245,8 @@ class Changes:
 
 
 _GATE_STAGES = frozenset({Stage.BASELINE, Stage.CANARY})
+# A push's own rollback that finds a file edited mid-push leaves it be: the host needs attention.
+ATTENTION = Outcome.NEEDS_ATTENTION
 
 
 def _judge(gate: PushGate, request: Request, response: AgentResponse) -> str | None:
@@ -294,7 +296,9 @@ def _rollback(
     """
     failed = None if reason or response is None else response.failed
     reason = reason or _failure_reason(response)
-    result = restore_backup(push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
+    result = restore_backup(
+        push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason, drift_outcome=ATTENTION
+    )
     details = result.details
     if failed is not None:
         failure = {"op": failed.op, "code": failed.code, "data": failed.data}
@@ -338,7 +342,9 @@ def _lost(
     run = push.run
     run.transport.close()
     reason = f"{stage}: {exc}"
-    result = restore_backup(run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason)
+    result = restore_backup(
+        run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason, drift_outcome=ATTENTION
+    )
     if traffic is not None:
         why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)
         if why is not None:

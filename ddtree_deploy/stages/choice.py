@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset import Patchset, list_patchsets, resolve_patchset
+from ddtree_deploy.patchset import Patchset, list_patchsets, resolve_patchset, split_ref
 from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 
 
@@ -78,7 +78,7 @@ def prepare_choice(base: Path, ref: str, strict: bool = False) -> PatchsetChoice
     Only the candidates a host could get are gated: the pinned version, or the highest
     version per target. Raises PatchsetError for an unknown ref or a failed gate.
     """
-    name, _, version = ref.partition("@")
+    name, version = split_ref(ref)
     siblings = [p for p in list_patchsets(base) if p.spec.name == name]
     if version:
         prepared = prepare_patchset(resolve_patchset(base, ref), siblings)

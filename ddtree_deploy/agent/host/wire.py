@@ -203,13 +203,15 @@ class JournalArgs(Record):
 
 class BackupArgs(Record):
     """backup: the files (relative to site_packages, the package root facts found) and
-    serve file to copy aside."""
+    serve file to copy aside; results: path (or the serve file's path) -> the sha256 the
+    install writes, kept in the manifest so a later restore can tell a hand edit."""
 
     deploy_id: str
     site_packages: str
     paths: List[str]
     patchset: Optional[str] = None
     serve_path: Optional[str] = None
+    results: Dict[str, str] = field(default_factory=dict)
 
 
 class InstallArgs(Record):
@@ -230,9 +232,18 @@ class CompileArgs(Record):
 
 
 class RestoreArgs(Record):
-    """restore: the deploy whose backup to put back."""
+    """restore: the deploy whose backup to put back; force: also over hand-edited files
+    (their bytes saved beside the backup first)."""
 
     deploy_id: str
+    force: bool = False
+
+
+class DriftArgs(Record):
+    """drift: the deploy whose files to check for hand edits (None: the one the host
+    should be at: the newest unfinished, else the newest committed)."""
+
+    deploy_id: Optional[str] = None
 
 
 class PruneArgs(Record):
@@ -251,6 +262,7 @@ OP_ARGS: Dict[str, Type[Record]] = {
     "install": InstallArgs,
     "compile": CompileArgs,
     "restore": RestoreArgs,
+    "drift": DriftArgs,
     "restart": RestartArgs,
     "health": HealthArgs,
     "services": ServicesArgs,
