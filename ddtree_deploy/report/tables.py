@@ -188,7 +188,8 @@ def backups_table(results: list[HostResult]) -> Table:
         table.add_column(col, overflow="fold")
     for r in results:
         for b in r.details.get("backups") or []:
-            patchset = "INCOMPLETE (no manifest): not a backup" if b.get("broken") else b["patchset"]
+            broken = b.get("broken")
+            patchset = "INCOMPLETE (no manifest): not a backup" if broken else b["patchset"]
             cells = (r.host, b["deploy_id"], patchset, b["created"])
             table.add_row(*(_plain(c) for c in cells))
     return table
