@@ -7,8 +7,7 @@ import dataclasses
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
-from ddtree_deploy.pipeline.restore import restore_backup
-from ddtree_deploy.pipeline.rollback import saved_note
+from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 

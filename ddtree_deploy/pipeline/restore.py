@@ -21,7 +21,6 @@ def restore_backup(
     reason: str = "",
     unlock: bool = True,
     force: bool = False,
-    drift_outcome: Outcome = Outcome.REFUSED,
 ) -> HostResult:
     """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
 
@@ -30,9 +29,9 @@ def restore_backup(
     together after restoring each). Returns ROLLED_BACK, or NEEDS_ATTENTION saying what
     state each file is in. A file changed on the host since the deploy (a hand edit) makes
     the agent refuse before any write: REFUSED naming each file and its hashes, the lock
-    released, nothing changed (`drift_refused`; `drift_outcome` instead where the caller
-    changed the files itself: a push's own rollback needs attention, exit 3); with `force`
-    its bytes are saved beside the backup first and the message says where.
+    released, nothing changed (`drift_refused`); with `force` (a push's own rollback:
+    the host must end as it was) its bytes are saved beside the backup first and the
+    message says where.
     """
     steps: list[Step] = [
         (stage, ops.restore_op(deploy_id, force)),
@@ -66,7 +65,7 @@ def restore_backup(
             details={"drift_saved": saved, "drift": data.get("drift")},
         )
     if failed.op == "restore" and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
-        outcome = drift_outcome if failed.code == Code.DRIFT else Outcome.NEEDS_ATTENTION
+        outcome = Outcome.REFUSED if failed.code == Code.DRIFT else Outcome.NEEDS_ATTENTION
         return drift_refused(run, stage, deploy_id, outcome, failed.error or "", failed.data)
     if failed.op == "restore" and failed.code == Code.NO_BACKUP:
         run.release_lock()  # the backup op writes its manifest last: no manifest, no install
@@ -99,6 +98,12 @@ def restore_backup(
     )
 
 
+def saved_note(result: HostResult) -> str:
+    """`; hand-edited files saved in DIR` when a forced restore saved some, else ""."""
+    saved = result.details.get("drift_saved")
+    return f"; hand-edited files saved in {saved}" if saved else ""
+
+
 def report_drift(run: HostRun, stage: Stage, deploy_id: str, data: Any) -> str | None:
     """Emit an info event for the hand-edited files a forced restore saved (data: the
     restore op's answer); return the directory they were saved in, None when none were."""
@@ -125,13 +130,9 @@ def drift_refused(
     drift = (data if isinstance(data, dict) else {}).get("drift") or []
     run.recorder.info(stage, f"hand edits found: {error}", {"deploy_id": deploy_id, "drift": drift})
     run.release_lock()
+    message = error
     if outcome == Outcome.REFUSED:
         message = f"refused: {error}; `--force` saves them beside the backup, then restores"
-    elif data and "drift" in data and "could not save" not in error:
-        hint = f"`ddtree-deploy recover -H {run.host.name} --force` saves them, then restores"
-        message = f"not rolled back: {error}; {hint}"
-    else:
-        message = error
     return run.result(outcome, message, deploy_id=deploy_id, details={"drift": drift})
 
 

@@ -7,7 +7,7 @@ import dataclasses
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
@@ -65,9 +65,3 @@ def rollback_host(
     return dataclasses.replace(
         result, outcome=Outcome.OK, message=f"rolled back {target}{saved_note(result)}"
     )
-
-
-def saved_note(result: HostResult) -> str:
-    """ "; hand-edited files saved in DIR" when a forced restore saved some, else ""."""
-    saved = result.details.get("drift_saved")
-    return f"; hand-edited files saved in {saved}" if saved else ""

@@ -18,12 +18,15 @@ from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import summarize_flags
 
 
-def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = False) -> HostResult:
+def status_host(
+    run: HostRun, prepared: PreparedPatchset | None, check: bool = False, drift: bool = True
+) -> HostResult:
     """Deployed patchset, drift against the given patchset, lock, journal, backups, and on a
     container host the container (id, image).
 
     Files changed on the host since the deploy it should be at (hand edits: the drift op)
-    are named with their hashes (FAILED, exit 1, like drift against -p). A deploy still
+    are named with their hashes (FAILED, exit 1, like drift against -p); not looked for
+    without `drift` (`backups list`). A deploy still
     `installing` while a live run holds the lock is "in progress" (that run's holder), not
     a call to recover.
 
@@ -32,7 +35,7 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = F
     `check` (`status --check`) the host needs attention (exit 3).
     """
     services_op = ops.services_op(run.host)
-    also = [ops.drift_op(), *([services_op] if services_op else [])]
+    also = [*([ops.drift_op()] if drift else []), *([services_op] if services_op else [])]
     found = read_facts(run, prepared, Stage.STATUS, also=also)
     if isinstance(found, HostResult):
         return found

@@ -4,18 +4,21 @@ are tests/faults/test_hand_edits.py and tests/faults/test_leftovers.py."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from ddtree_deploy.agent import OpResult
-from ddtree_deploy.events import Stage
-from ddtree_deploy.pipeline import recover_host, rollback_host, status_host
-from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.patchset import load_patchset
+from ddtree_deploy.pipeline import PushOptions, push_host, recover_host, rollback_host, status_host
 from ddtree_deploy.results import Outcome
+from ddtree_deploy.stages import prepare_patchset
 from tests.pipeline.fakehost import scene
+from tests.support import REPO
 
 DEPLOY = "20260101T000000Z-ddtree-1.0.0-aaaaaa"
 COMMITTED = {"deploys": [{"deploy_id": DEPLOY, "state": "committed", "patchset": "ddtree@1.0.0"}]}
 FILE = "sglang/srt/speculative/spec_info.py"
+PREPARED = functools.cache(lambda: prepare_patchset(load_patchset(REPO / "patchsets/ddtree/1.0.0")))
 DRIFT = [{"file": FILE, "expected_sha256": "a" * 64, "found_sha256": "b" * 64,
           "original_sha256": "c" * 64}]  # fmt: skip
 REFUSED_DRIFT = OpResult(
@@ -65,15 +68,19 @@ def test_recover_refused_by_a_hand_edit():
     assert s.fake.sent[-1] == ["lock_release"]
 
 
-def test_a_push_whose_own_rollback_meets_a_hand_edit_needs_attention():
-    """A file edited while the push ran: its rollback leaves it be and the host needs
-    attention (exit 3), with `recover --force` named; never exit 2 after a change."""
-    s = scene(restore=REFUSED_DRIFT)
-    result = restore_backup(
-        s.run, DEPLOY, False, Stage.ROLLBACK, reason="x", drift_outcome=Outcome.NEEDS_ATTENTION
-    )
-    assert result.outcome == Outcome.NEEDS_ATTENTION
-    assert "recover -H h1 --force" in result.message and FILE in result.message
+def test_a_pushs_own_rollback_keeps_what_was_edited_mid_push_and_still_rolls_back():
+    """A file edited while the push ran (its smoke then failed): the push's own rollback is
+    forced, so the host ends as it was (exit 1) and the edited bytes are kept beside the
+    backup, the message saying where."""
+    saved = f"/var/lib/ddtree-deploy/backups/{DEPLOY}/drifted-20260101T000001Z"
+    answer = OpResult(op="restore", ok=True, data={"files": {FILE: "restored"}, "drift": DRIFT,
+                                                   "drift_saved": saved})  # fmt: skip
+    s = scene(smoke="smoke_failed", restore=answer)
+    result = push_host(s.run, PREPARED(), PushOptions(holder="t", smoke_sources={"integrity": ""}))
+    assert result.outcome == Outcome.ROLLED_BACK
+    assert result.message.endswith(f"; rolled back; hand-edited files saved in {saved}")
+    (restore,) = [op for r in s.transport.requests for op in r.ops if op.op == "restore"]
+    assert restore.args["force"] is True
 
 
 def test_an_unreadable_preflight_answer_releases_the_lock():
