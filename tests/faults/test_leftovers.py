@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from tests.faults.hostside import SERVICE, STATE_DIR
-from tests.faults.runner import Push
 from tests.fleet.conftest import parse_events, summaries
 from tests.support import REPO, make_patchset, run_cli
 
@@ -54,15 +53,20 @@ def test_a_backup_cut_by_a_full_disk_leaves_no_backup(fault_host, tmp_path):
     fault_host.tmpfs_over(STATE_DIR, "4m")
     before = fault_host.digest()
     fault_host.hold_at("backup")
-    push = Push.start(fault_host.sandbox.inventory_path, patchsets)
-    fault_host.wait_paused(push.proc)
-    fault_host.fill(STATE_DIR)
-    fault_host.release()
-    code, err = push.finish()
-    summary = next(e for e in push.events if e["stage"] == "summary")
-    assert code == 1, err
-    assert "No space left" in summary["message"], summary
-    assert summary["message"].endswith("site-packages untouched"), summary
+    out = tmp_path / "push.jsonl"
+    inv = str(fault_host.sandbox.inventory_path)
+    argv = [sys.executable, "-m", "ddtree_deploy", "push", "-H", "host0", "--json",
+            "-i", inv, "--patchsets-dir", str(patchsets)]  # fmt: skip
+    with out.open("w") as stdout:
+        push = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        fault_host.wait_paused(push)
+        fault_host.fill(STATE_DIR)
+        fault_host.release()
+        _, err = push.communicate(timeout=240)
+    summary = summaries(parse_events(out.read_text()))["host0"]
+    assert push.returncode == 1, err
+    assert "No space left" in summary.message, summary
+    assert summary.message.endswith("site-packages untouched"), summary
     left = host.run(["ls", "-A", f"{STATE_DIR}/backups"])  # inside the host's namespace
     assert left.returncode == 0 and left.stdout.split() == [], left.stdout
     fault_host.clear_faults()
