@@ -9,7 +9,8 @@ DeployError
     │   ├── HostKeyError unknown or changed host key (on any hop of the route)
     │   ├── RouteError   ssh_config or a jump chain names no usable route (refused)
     │   ├── BecomeError  sudo refused to start the agent (password, denied, no sudo)
-    │   └── ContainerError the container's agent could not start (bad container config)
+    │   ├── ContainerError the container's agent could not start (bad container config)
+    │   └── PythonError  the inventory's `python` cannot be run on the host (not found)
     └── AgentError       the remote agent answered something we cannot read
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "HostKeyError",
     "InventoryError",
     "PatchsetError",
+    "PythonError",
     "RouteError",
     "TransportError",
 ]
@@ -71,6 +73,11 @@ class RouteError(ConnectError):
 class ContainerError(ConnectError):
     """The agent could not be started in the host's container: no runtime on the host, no
     such container, not running, or no such python inside it. Nothing ran: bad input."""
+
+
+class PythonError(ConnectError):
+    """The host's shell could not run the inventory's `python` (exit 126/127: no such file,
+    not executable), so nothing ran there: a config error (exit 2), not a broken host."""
 
 
 class AgentError(TransportError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -22,14 +23,8 @@ def list_backups(run: RunContext) -> None:
     from ddtree_deploy.report import backups_table
 
     hosts = run.targets.resolve()
-    run_and_exit(
-        run,
-        "backups",
-        hosts,
-        lambda r: status_host(r, None),
-        table=backups_table,
-        result_on_stdout=True,
-    )
+    fn = partial(status_host, prepared=None, drift=False)
+    run_and_exit(run, "backups", hosts, fn, table=backups_table, result_on_stdout=True)
 
 
 @backups_app.command("prune")

@@ -69,6 +69,14 @@ IgnoreGroupsOpt = Annotated[
 BreakLockOpt = Annotated[
     bool, typer.Option("--break-lock", help="Take over a lock held by another run (shown).")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Restore also over files changed on the host since the deploy (hand edits, "
+        "normally refused with exit 2): their bytes are first saved beside the backup.",
+    ),
+]
 
 
 class GateChoice(StrEnum):

@@ -10,7 +10,7 @@ import typer
 from .command import host_command
 from .confirm import confirm_targets
 from .context import RunContext
-from .options import BreakLockOpt, IgnoreGroupsOpt, NoRestartOpt, YesOpt
+from .options import BreakLockOpt, ForceOpt, IgnoreGroupsOpt, NoRestartOpt, YesOpt
 from .rollout import connect_first_hosts, run_and_exit
 
 
@@ -24,8 +24,13 @@ def rollback(
     break_lock: BreakLockOpt = False,
     yes: YesOpt = False,
     ignore_groups: IgnoreGroupsOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """Restore the backup of the last committed deploy (or --to DEPLOY_ID), then health-check.
+
+    A file changed on the host since the deploy (a hand edit) is refused with exit 2, each
+    file and its hashes named, nothing changed; --force saves those bytes beside the
+    deploy's backup (the output says where), then restores.
 
     The members of a restart group are restored together and the group restarted as one
     (stop all, workers then leader); selecting only some of them is refused."""
@@ -51,6 +56,7 @@ def rollback(
                 to=to,
                 restart=restart,
                 break_lock=break_lock,
+                force=force,
             ),
         )
         for group in groups
@@ -59,6 +65,6 @@ def rollback(
         run,
         "rollback",
         hosts,
-        lambda r: rollback_host(r, holder, to, restart, break_lock),
+        lambda r: rollback_host(r, holder, to, restart, break_lock, force),
         groups=units,
     )

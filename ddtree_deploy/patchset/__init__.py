@@ -9,6 +9,7 @@ from ddtree_deploy.patchset.load import (
     list_patchsets,
     load_patchset,
     parse_patchset,
+    parse_ref,
     resolve_patchset,
     version_key,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "read_source",
     "resolve_patchset",
     "source_file",
+    "parse_ref",
     "store_dir",
     "verify_patchset",
     "version_key",

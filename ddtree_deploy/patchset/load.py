@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,12 @@ from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from ddtree_deploy.errors import PatchsetError
-from ddtree_deploy.patchset.models import PatchsetLock, PatchsetSpec
+from ddtree_deploy.patchset.models import (
+    NAME_PATTERN,
+    VERSION_PATTERN,
+    PatchsetLock,
+    PatchsetSpec,
+)
 
 ENV_VAR = "DDTREE_DEPLOY_PATCHSETS"
 PROJECT_NAME = "ddtree-deploy"  # the checkout whose patchsets/ is found from the cwd
@@ -105,17 +111,31 @@ def list_patchsets(base: Path) -> list[Patchset]:
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:
-    """Split `NAME@VERSION` (or `NAME`) into its name and version (None: not given); raises
-    PatchsetError for an empty name or an `@` with no version after it."""
+    """Split `NAME@VERSION` (or `NAME`) into its name and version (None: not given), each
+    matched whole against what a patchset's spec allows (models.NAME_PATTERN,
+    VERSION_PATTERN): a ref names a patchset and never a path (`ddtree@../x` is refused, not
+    followed). Raises PatchsetError naming the ref: an empty name, an `@` with no version
+    after it, or a name or version that is not one."""
     name, at, version = ref.partition("@")
     if not name or (at and not version):
         raise PatchsetError(f"patchset {ref!r}: give NAME@VERSION, or NAME for its highest version")
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise PatchsetError(
+            f"patchset {ref!r}: {name!r} is not a patchset name (lowercase letters, digits, "
+            "'-' and '_'); give NAME or NAME@VERSION, e.g. ddtree@1.0.0"
+        )
+    if version and not re.fullmatch(VERSION_PATTERN, version):
+        raise PatchsetError(
+            f"patchset {ref!r}: {version!r} is not a version (like 1.0.0 or 1.0.0-rc1); "
+            "give NAME or NAME@VERSION, e.g. ddtree@1.0.0"
+        )
     return name, version or None
 
 
 def resolve_patchset(base: Path, ref: str) -> Patchset:
-    """`name@version`, or `name` for its highest version; an unknown one is refused naming
-    the versions (or names) that exist."""
+    """`name@version`, or `name` for its highest version; raises PatchsetError for a ref
+    that is not one (parse_ref) or names no patchset under `base`, naming the versions (or
+    names) that exist."""
     name, version = parse_ref(ref)
     if version:
         root = base / name / version

@@ -170,9 +170,14 @@ class LosslessConfig(_Strict):
         return [check_relative_path(v, "reference") for v in value]
 
 
+# What a patchset's name and version may be (also what `-p NAME@VERSION` accepts).
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_\-]*$"
+VERSION_PATTERN = r"^[0-9]+\.[0-9]+\.[0-9]+([.\-+][A-Za-z0-9.]+)?$"
+
+
 class PatchsetSpec(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$")
-    version: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.\-+][A-Za-z0-9.]+)?$")
+    name: str = Field(pattern=NAME_PATTERN)
+    version: str = Field(pattern=VERSION_PATTERN)
     description: str = ""
     # NAME@VERSION this patchset was ported from (`patchset port`): where its diffs came from.
     ported_from: str | None = None

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
-from ddtree_deploy.agent.host.wire_results import LockRecord
+from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import (
     BecomeError,
     ConnectError,
     ContainerError,
     HostKeyError,
+    PythonError,
     RouteError,
     TransportError,
 )
@@ -190,16 +192,25 @@ class HostRun:
         transport broke: the one place a TransportError becomes a result.
 
         A request that asked for the host lock and was lost after the host was reached
-        releases the lock again (best effort: the agent may have taken it).
+        releases the lock again (best effort: the agent may have taken it). So does one
+        whose facts or check_plan answer cannot be read as its record (NEEDS_ATTENTION
+        naming the error): the caller could not judge it, so it must not keep the lock.
         """
+        locking = any(op.op == "lock_acquire" for _, op in steps)
         try:
-            return self.call(steps, judged)
+            response = self.call(steps, judged)
         except TransportError as exc:
-            if not isinstance(exc, ConnectError) and any(
-                op.op == "lock_acquire" for _, op in steps
-            ):
+            if not isinstance(exc, ConnectError) and locking:
                 self.release_lock()
             return unreachable_result(self, exc)
+        try:
+            response.facts()
+            response.result_as("check_plan", PlanResult)
+        except WireError as exc:
+            if locking:
+                self.release_lock()
+            return self.result(Outcome.NEEDS_ATTENTION, f"unreadable answer from the host: {exc}")
+        return response
 
     def ask_quietly(self, steps: Sequence[Step]) -> AgentResponse | None:
         """Send `steps` without stage events (a stage still running asks the host again);
@@ -240,10 +251,11 @@ class HostRun:
 
 def unreachable_result(run: HostRun, exc: TransportError) -> HostResult:
     """The host could not be talked to: a host key that is unknown or CHANGED (on any hop),
-    a route ssh_config cannot give, a container whose agent cannot start, or sudo refusing
+    a route ssh_config cannot give, a container whose agent cannot start, an inventory
+    `python` the host cannot run, or sudo refusing
     to start the agent (details["become"] says how) is refused config (exit 2); anything
     else means the host needs attention (exit 3)."""
-    if isinstance(exc, HostKeyError | RouteError | ContainerError):
+    if isinstance(exc, HostKeyError | RouteError | ContainerError | PythonError):
         return run.result(Outcome.REFUSED, f"refused: {exc}")
     if isinstance(exc, BecomeError):
         return run.result(Outcome.REFUSED, f"refused: {exc}", details={"become": exc.kind})

@@ -43,8 +43,8 @@ def read_facts(
     `also`: read-only ops sent in the same round trip, their answers in HostFacts.also.
 
     The serve file's raw text never leaves this function (it may hold an api key): it
-    comes back as a ServeFact with redacted `flags` and `args` instead. Raises
-    wire.WireError when the answer is no Facts record (a bug).
+    comes back as a ServeFact with redacted `flags` and `args` instead. An answer that is
+    no Facts record ends the host NEEDS_ATTENTION (HostRun.ask).
     """
     steps = [(stage, op) for op in (ops.facts_op(run.host, prepared), *also)]
     response = run.ask(steps)

@@ -25,7 +25,7 @@ from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.push import PUSH_REQUESTS, Changes, begin_push, report_suites
 from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
-from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.select import pick_patchset
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
@@ -230,6 +230,7 @@ class Members:
             lambda i: restore_backup(
                 self.runs[i], changes[i].push.deploy_id, False, Stage.ROLLBACK,
                 reason=reason, unlock=False, package=changes[i].push.prepared.package,
+                force=True,
             )
         )  # fmt: skip
         back = self.restart_all()
@@ -248,7 +249,8 @@ class Members:
                 results.append(dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION,
                                                    message=message))  # fmt: skip
             else:
-                results.append(dataclasses.replace(result, message=f"{reason}; rolled back"))
+                message = f"{reason}; rolled back{saved_note(result)}"
+                results.append(dataclasses.replace(result, message=message))
             if change.gate is not None:
                 gate: PushGate = change.gate
                 results[-1] = dataclasses.replace(

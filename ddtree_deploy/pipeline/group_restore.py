@@ -37,16 +37,23 @@ def rollback_group(
     to: str | None = None,
     restart: bool = True,
     break_lock: bool = False,
+    force: bool = False,
 ) -> list[HostResult]:
     """`rollback` of a whole restart group: every member's last committed deploy (or backup
-    `to`) restored, then the group restarted together (stop all, start in order)."""
+    `to`) restored, then the group restarted together (stop all, start in order). A member
+    with hand-edited files is refused (see rollback_host; `force`) and the group is then
+    not restarted."""
     members = Members(runs, group)
-    undone = members.each(lambda run: rollback_host(run, holder, to, False, break_lock))
+    undone = members.each(lambda run: rollback_host(run, holder, to, False, break_lock, force))
     return _restart_after(members, undone, restart)
 
 
 def recover_group(
-    runs: list[HostRun], group: RestartGroup, holder: str, restart: bool = True
+    runs: list[HostRun],
+    group: RestartGroup,
+    holder: str,
+    restart: bool = True,
+    force: bool = False,
 ) -> list[HostResult]:
     """`recover` of a restart group a run died in: every member left `installing` is
     restored; a member that already COMMITTED the same run's deploy (the run died between
@@ -73,13 +80,14 @@ def recover_group(
     def one(i: int) -> HostResult:
         run, host_facts = runs[i], facts[i]
         if host_facts.pending:
-            return recover_host(run, holder, restart=False)
+            return recover_host(run, holder, restart=False, force=force)
         latest = host_facts.deploys[-1] if host_facts.deploys else {}
         if latest.get("state") == "committed" and latest.get("run_id") in dead_runs:
-            rolled = rollback_host(run, holder, latest.get("deploy_id"), restart=False)
+            deploy_id = latest.get("deploy_id")
+            rolled = rollback_host(run, holder, deploy_id, restart=False, force=force)
             if rolled.outcome != Outcome.OK:
                 return rolled
-            message = f"recovered: rolled back {latest.get('deploy_id')}, committed by the "
+            message = f"recovered: rolled back {deploy_id}, committed by the "
             message += "dead run while other members were left installing"
             return dataclasses.replace(rolled, message=message)
         return run.result(Outcome.NO_CHANGES, "nothing to recover on this member")

@@ -16,7 +16,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
 from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
-from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.traffic import Traffic
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
@@ -298,13 +298,14 @@ def _rollback(
     reason = reason or _failure_reason(response)
     result = restore_backup(
         push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package,
+        package=push.prepared.package, force=True,
     )  # fmt: skip
     details = result.details
     if failed is not None:
         failure = {"op": failed.op, "code": failed.code, "data": failed.data}
         details = {**details, "failure": failure}
-    message = f"{reason}; rolled back" if result.outcome == Outcome.ROLLED_BACK else result.message
+    rolled = result.outcome == Outcome.ROLLED_BACK
+    message = f"{reason}; rolled back{saved_note(result)}" if rolled else result.message
     outcome = result.outcome
     if gate is not None and restarted and outcome == Outcome.ROLLED_BACK:
         not_back = gate.confirm_rollback(push.deploy_id)
@@ -345,7 +346,7 @@ def _lost(
     reason = f"{stage}: {exc}"
     result = restore_backup(
         run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package,
+        package=push.prepared.package, force=True,
     )  # fmt: skip
     if traffic is not None:
         why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)

@@ -7,18 +7,20 @@ import dataclasses
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
-from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 3600.0
 
 
-def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
+def recover_host(run: HostRun, holder: str, restart: bool, force: bool = False) -> HostResult:
     """Finish what a dead run left: restore the backup of an `installing` deploy.
 
     NO_CHANGES when nothing is pending; LOCKED when a live run (not the dead one) holds
-    the host; OK once restored; otherwise what `restore_backup` says.
+    the host; REFUSED when a file was hand-edited since (see rollback_host; `force` saves
+    it beside the backup and restores anyway); OK once restored; otherwise what
+    `restore_backup` says.
     """
     found = read_facts(run, None, Stage.PREFLIGHT)
     if isinstance(found, HostResult):
@@ -44,15 +46,17 @@ def recover_host(run: HostRun, holder: str, restart: bool) -> HostResult:
     if not taken.ok:
         error = taken.failed.error if taken.failed else taken.error
         return run.result(Outcome.LOCKED, error or "locked")
+    reason = "recovered unfinished deploy"
     result = restore_backup(
         run,
         pending["deploy_id"],
         restart,
         Stage.RECOVER,
-        reason="recovered unfinished deploy",
+        reason=reason,
         refuse_unsafe=True,
+        force=force,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result
-    message = f"recovered: restored backup of {pending['deploy_id']}"
+    message = f"recovered: restored backup of {pending['deploy_id']}{saved_note(result)}"
     return dataclasses.replace(result, outcome=Outcome.OK, message=message)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
@@ -20,16 +22,21 @@ def restore_backup(
     unlock: bool = True,
     package: str = "sglang",
     refuse_unsafe: bool = False,
+    force: bool = False,
 ) -> HostResult:
     """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
 
     `stage` (rollback or recover) reports the restore; the lock release is its own `unlock`
     stage (left to the caller when not `unlock`: a restart group restarts its members
     together after restoring each). Returns ROLLED_BACK, or NEEDS_ATTENTION saying what
-    state each file is in.
+    state each file is in. A file changed on the host since the deploy (a hand edit) makes
+    the agent refuse before any write: REFUSED naming each file and its hashes, the lock
+    released, nothing changed (`drift_refused`); with `force` (a push's own rollback:
+    the host must end as it was) its bytes are saved beside the backup first and the
+    message says where.
     """
     steps: list[Step] = [
-        (stage, ops.restore_op(deploy_id, run.host, package)),
+        (stage, ops.restore_op(deploy_id, run.host, package, force=force)),
         (stage, ops.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
     ]
     if restart:
@@ -47,7 +54,21 @@ def restore_backup(
         )
     failed = response.failed
     if failed is None:
-        return run.result(Outcome.ROLLED_BACK, reason, deploy_id=deploy_id)
+        restored = response.result("restore")
+        data = restored.data if restored is not None and isinstance(restored.data, dict) else {}
+        saved = report_drift(run, stage, deploy_id, data)
+        if saved is None:
+            return run.result(Outcome.ROLLED_BACK, reason, deploy_id=deploy_id)
+        note = f"hand-edited files saved in {saved}"
+        return run.result(
+            Outcome.ROLLED_BACK,
+            f"{reason}; {note}" if reason else note,
+            deploy_id=deploy_id,
+            details={"drift_saved": saved, "drift": data.get("drift")},
+        )
+    if failed.op == "restore" and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
+        outcome = Outcome.REFUSED if failed.code == Code.DRIFT else Outcome.NEEDS_ATTENTION
+        return drift_refused(run, stage, deploy_id, outcome, failed.error or "", failed.data)
     if failed.op == "restore" and failed.code == Code.NO_BACKUP:
         run.release_lock()  # the backup op writes its manifest last: no manifest, no install
         return run.result(
@@ -80,6 +101,44 @@ def restore_backup(
         deploy_id=deploy_id,
         details={"log": (failed.data or {}).get("log", "")},
     )
+
+
+def saved_note(result: HostResult) -> str:
+    """`; hand-edited files saved in DIR` when a forced restore saved some, else ""."""
+    saved = result.details.get("drift_saved")
+    return f"; hand-edited files saved in {saved}" if saved else ""
+
+
+def report_drift(run: HostRun, stage: Stage, deploy_id: str, data: Any) -> str | None:
+    """Emit an info event for the hand-edited files a forced restore saved (data: the
+    restore op's answer); return the directory they were saved in, None when none were."""
+    found = data if isinstance(data, dict) else {}
+    saved = found.get("drift_saved")
+    if not saved:
+        return None
+    drift = found.get("drift") or []
+    names = ", ".join(str(d.get("file")) for d in drift)
+    run.recorder.info(
+        stage,
+        f"--force: hand-edited {names} saved in {saved} before the restore",
+        {"deploy_id": deploy_id, "drift": drift, "drift_saved": saved},
+    )
+    return str(saved)
+
+
+def drift_refused(
+    run: HostRun, stage: Stage, deploy_id: str, outcome: Outcome, error: str, data: Any
+) -> HostResult:
+    """The restore op refused before writing anything (files hand-edited since the deploy,
+    or their bytes could not be saved for --force): the host ends `outcome`, its lock
+    released; an info event carries each file and its hashes (--json)."""
+    drift = (data if isinstance(data, dict) else {}).get("drift") or []
+    run.recorder.info(stage, f"hand edits found: {error}", {"deploy_id": deploy_id, "drift": drift})
+    run.release_lock()
+    message = error
+    if outcome == Outcome.REFUSED:
+        message = f"refused: {error}; `--force` saves them beside the backup, then restores"
+    return run.result(outcome, message, deploy_id=deploy_id, details={"drift": drift})
 
 
 def _mark_unfinished(run: HostRun, deploy_id: str, stage: Stage, error: str) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.pipeline.restore import restore_backup
+from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
@@ -20,12 +20,20 @@ _PREFLIGHT_OUTCOMES: dict[str, Outcome] = {
 
 
 def rollback_host(
-    run: HostRun, holder: str, to: str | None, restart: bool, break_lock: bool = False
+    run: HostRun,
+    holder: str,
+    to: str | None,
+    restart: bool,
+    break_lock: bool = False,
+    force: bool = False,
 ) -> HostResult:
     """Undo the last committed deploy (or restore backup `to`), verified, service restarted.
 
-    OK once restored; REFUSED (lock released again) when there is nothing to roll back;
-    LOCKED when another run holds the host; otherwise what `restore_backup` says.
+    OK once restored; REFUSED (lock released again) when there is nothing to roll back, or
+    when a file was changed on the host since the deploy (a hand edit: nothing written,
+    each file and its hashes named) unless `force`, which first saves those bytes beside
+    the backup; LOCKED when another run holds the host; otherwise what `restore_backup`
+    says.
     """
     lock_op = ops.lock_op(
         run.run_id,
@@ -51,12 +59,20 @@ def rollback_host(
             run.release_lock()
             return run.result(Outcome.REFUSED, "no committed deploy to roll back")
         target = committed[-1]["deploy_id"]
-    elif target not in {b["deploy_id"] for b in facts.backups}:
+    elif target not in {b["deploy_id"] for b in facts.backups if not b.get("broken")}:
         run.release_lock()
         return run.result(Outcome.REFUSED, f"no backup named {target!r} on this host")
     result = restore_backup(
-        run, target, restart, Stage.ROLLBACK, reason="rollback requested", refuse_unsafe=True
+        run,
+        target,
+        restart,
+        Stage.ROLLBACK,
+        reason="rollback requested",
+        refuse_unsafe=True,
+        force=force,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result
-    return dataclasses.replace(result, outcome=Outcome.OK, message=f"rolled back {target}")
+    return dataclasses.replace(
+        result, outcome=Outcome.OK, message=f"rolled back {target}{saved_note(result)}"
+    )

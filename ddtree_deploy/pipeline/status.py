@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ddtree_deploy.agent import OpResult
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
-from ddtree_deploy.agent.host.wire_results import JournalEntry
+from ddtree_deploy.agent.host.wire_results import JournalEntry, LockRecord
 from ddtree_deploy.events import Stage
-from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.pipeline.context import HostRun, holder_is_dead
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.plan import plan_files
 from ddtree_deploy.results import HostResult, Outcome
@@ -17,20 +18,30 @@ from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import summarize_flags
 
 
-def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = False) -> HostResult:
+def status_host(
+    run: HostRun, prepared: PreparedPatchset | None, check: bool = False, drift: bool = True
+) -> HostResult:
     """Deployed patchset, drift against the given patchset, lock, journal, backups, and on a
     container host the container (id, image).
+
+    Files changed on the host since the deploy it should be at (hand edits: the drift op)
+    are named with their hashes (FAILED, exit 1, like drift against -p); not looked for
+    without `drift` (`backups list`). A deploy still
+    `installing` while a live run holds the lock is "in progress" (that run's holder), not
+    a call to recover.
 
     A container whose id differs from the one journaled by the last committed deploy was
     recreated from its image, writable layer and patch gone: the message says so, and with
     `check` (`status --check`) the host needs attention (exit 3).
     """
     services_op = ops.services_op(run.host)
-    found = read_facts(run, prepared, Stage.STATUS, also=[services_op] if services_op else [])
+    also = [*([ops.drift_op()] if drift else []), *([services_op] if services_op else [])]
+    found = read_facts(run, prepared, Stage.STATUS, also=also)
     if isinstance(found, HostResult):
         return found
     facts, serve = found.facts, found.serve
     services = service_states(found.also)
+    hand_edits = drift_found(found.also)
     for state in services:  # the JSON stream's view of each service (the table has a column)
         run.recorder.info(Stage.STATUS, f"service {state['name']}", {"service": state})
     committed = [d for d in facts.deploys if d.get("state") == "committed"]
@@ -66,10 +77,47 @@ def status_host(run: HostRun, prepared: PreparedPatchset | None, check: bool = F
                 outcome = Outcome.NEEDS_ATTENTION
         else:
             message = f"{message}; {describe_container(facts.container)}"
+    if hand_edits.get("drift"):
+        details["drift"] = hand_edits["drift"]
+        run.recorder.info(Stage.STATUS, describe_hand_edits(hand_edits), hand_edits)
+        message = f"{message}; {describe_hand_edits(hand_edits)}"
+        outcome = Outcome.FAILED if outcome == Outcome.OK else outcome
     if facts.pending:
-        outcome = Outcome.NEEDS_ATTENTION
-        message = f"unfinished deploy {facts.pending[-1].get('deploy_id')}: run recover"
+        pending_id = facts.pending[-1].get("deploy_id")
+        live = live_holder(facts.lock)
+        if live is not None:  # a push (or rollback) still running: nothing to recover yet
+            message = f"deploy {pending_id} in progress: host locked by {live}"
+        else:
+            outcome = Outcome.NEEDS_ATTENTION
+            message = f"unfinished deploy {pending_id}: run recover"
     return run.result(outcome, message, version_now=version_now, details=details)
+
+
+def drift_found(answers: tuple[OpResult, ...]) -> dict[str, Any]:
+    """The drift op's answer ({deploy_id, drift: [{file, expected_sha256, found_sha256}]}),
+    {} without one."""
+    for answer in answers:
+        if answer.op == "drift" and answer.ok and isinstance(answer.data, dict):
+            return answer.data
+    return {}
+
+
+def describe_hand_edits(found: dict[str, Any]) -> str:
+    """`hand-edited since DEPLOY: FILE (expected sha256 X, found Y), ...` for status."""
+    shown = ", ".join(
+        f"{d['file']} (expected sha256 {d['expected_sha256']}, found "
+        f"{d['found_sha256'] or 'no file'})"
+        for d in found["drift"]
+    )
+    return f"hand-edited since {found.get('deploy_id')}: {shown}"
+
+
+def live_holder(lock: LockRecord | None) -> str | None:
+    """Who holds the host lock, when a live run holds it (not expired; a holder on this
+    controller whose process is gone is not live): `HOLDER (run R, since S)`; else None."""
+    if not lock or lock.get("expires_epoch", 0) < time.time() or holder_is_dead(lock):
+        return None
+    return f"{lock.get('holder')} (run {lock.get('run_id')}, since {lock.get('started')})"
 
 
 def service_states(answers: tuple[OpResult, ...]) -> list[dict[str, Any]]:

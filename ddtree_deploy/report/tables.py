@@ -181,13 +181,16 @@ def describe_services(services: list[dict[str, Any]]) -> str:
 
 
 def backups_table(results: list[HostResult]) -> Table:
-    """One row per host x backup: deploy id, patchset, created."""
+    """One row per host x backup: deploy id, patchset, created; a dir without a readable
+    manifest is shown as incomplete (no backup: rollback and recover cannot use it)."""
     table = Table(title="backups")
     for col in ("host", "deploy id", "patchset", "created"):
         table.add_column(col, overflow="fold")
     for r in results:
         for b in r.details.get("backups") or []:
-            cells = (r.host, b["deploy_id"], b["patchset"], b["created"])
+            broken = b.get("broken")
+            patchset = "INCOMPLETE (no manifest): not a backup" if broken else b["patchset"]
+            cells = (r.host, b["deploy_id"], patchset, b["created"])
             table.add_row(*(_plain(c) for c in cells))
     return table
 

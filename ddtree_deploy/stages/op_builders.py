@@ -161,7 +161,11 @@ def backup_op(
 ) -> Op:
     """Return the backup op copying `prepared`'s paths under `site` (the package root on
     the host: site-packages, or an editable install's source tree) and the serve file to
-    backups/<deploy_id>."""
+    backups/<deploy_id>, with the sha256 each will have once installed (a later restore
+    compares them to tell a hand edit: agent/host/drift.py)."""
+    results = {f.path: f.result_sha256 for f in prepared.files}
+    if serve is not None and serve.sha256:
+        results[serve.path] = serve.sha256
     return Op.of(
         wire.BackupArgs(
             deploy_id=deploy_id,
@@ -169,6 +173,7 @@ def backup_op(
             paths=list(prepared.paths),
             patchset=prepared.ref,
             serve_path=serve.path if serve else None,
+            results=results,
         )
     )
 
@@ -351,14 +356,25 @@ def _service_record(host: Host, spec: ServiceSpec, name: str) -> wire.Service:
     )
 
 
-def restore_op(deploy_id: str, host: Host | None = None, package: str = "sglang") -> Op:
+def restore_op(
+    deploy_id: str, host: Host | None = None, package: str = "sglang", force: bool = False
+) -> Op:
     """Return the restore op putting back the backup of `deploy_id` on `host`: the agent
     holds its manifest to `package`'s root and to the inventory's serve file (none without
-    a host)."""
+    a host), and refuses files hand-edited since (drift) unless `force`, which saves their
+    bytes beside the backup."""
     serve_path = None
     if host is not None and host.service.kind != "none":
         serve_path = host.service.args_file
-    return Op.of(wire.RestoreArgs(deploy_id=deploy_id, package=package, serve_path=serve_path))
+    return Op.of(
+        wire.RestoreArgs(deploy_id=deploy_id, force=force, package=package, serve_path=serve_path)
+    )
+
+
+def drift_op(deploy_id: str | None = None) -> Op:
+    """Return the read-only drift op: the files of `deploy_id` (default: the deploy the host
+    should be at) whose bytes were changed on the host since."""
+    return Op.of(wire.DriftArgs(deploy_id=deploy_id))
 
 
 def prune_op(keep: int) -> Op:

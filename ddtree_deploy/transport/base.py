@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, decode_response, encode_request
 from ddtree_deploy.agent.host import wire_container
-from ddtree_deploy.errors import AgentError, ContainerError, TransportError
+from ddtree_deploy.errors import AgentError, ContainerError, PythonError, TransportError
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.become import become_refusal
 from ddtree_deploy.transport.launch import container_spec
@@ -66,6 +66,8 @@ class Transport(ABC):
             if self.host.container and exit_code in CANNOT_START:
                 message = f"the host's python {self.host.host_python} cannot run: {exc}"
                 raise ContainerError(self.host.name, message) from None
+            if exit_code in CANNOT_START and not stdout.strip():  # the shell's "not found"
+                raise python_error(self.host, exit_code, stderr) from None
             raise
         response.wall_s = round(time.monotonic() - started, 4)
         raise_relay_failure(self.host, response)
@@ -88,6 +90,18 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def python_error(host: Host, exit_code: int, stderr: str) -> PythonError:
+    """The error for a host whose shell could not start the agent's python (`exit_code`
+    126 or 127): it names the host, the inventory key and the shell's own last line."""
+    said = (stderr.strip().splitlines() or ["no output"])[-1][-300:]
+    why = "not found" if exit_code == 127 else "not executable"
+    return PythonError(
+        host.name,
+        f"inventory key 'python' = {host.python!r} cannot be run on host {host.name!r}: "
+        f"{why} (exit {exit_code}: {said})",
+    )
 
 
 def raise_relay_failure(host: Host, response: AgentResponse) -> None:

@@ -40,7 +40,7 @@ def test_one_process_answers_every_request_and_refuses_another_bundle(tmp_path):
     assert len(pids) == 1  # one agent process served them all
     trace = crash["results"][0]["data"]["traceback"]
     assert crash["results"][0]["code"] == "exception"
-    assert 'File "ddtree_agent/ops_files.py", line' in trace  # real module file names ...
+    assert 'File "ddtree_agent/ops_compile.py", line' in trace  # real module file names ...
     assert "py_compile.compile(full, doraise=True)" in trace  # ... and their source lines
 
 

@@ -28,6 +28,8 @@ OTHER_TESTS = {
     "test_security.py": "Security",
     "test_state_dir_security.py": "Security: the state dir, planted modules, forged backups, "
     "junk on a host's stdout",
+    "test_hand_edits.py": "Hand edits after a push (rollback, recover, fleet undo, status)",
+    "test_leftovers.py": "What a failure leaves behind (a partial backup, a lock, a live push)",
     "test_services_faults.py": "Faults at the second of two services (restart, health)",
     "test_traffic_faults.py": "Faults at drain and readmit (the router down, refusing)",
     "test_group_faults.py": "Faults in a restart group (barrier, worker start, commits)",
@@ -180,7 +182,8 @@ def _explanations(bad_input_cases: int) -> list[str]:
         f"- *Bad input*: {bad_input_cases or 'its'} cases (inventory, targets, options, "
         "patchset, diff, lock, a tampered shared blob, binary and oversized files, non-UTF-8 "
         "names, wrong sglang version, unknown and changed host "
-        "keys, drift) each give one clear message and exit 2, and the host's state dir and "
+        "keys, drift, a `python` the host does not have, `-p ddtree@../ddtree/1.0.0`) "
+        "each give one clear message and exit 2, and the host's state dir and "
         "site-packages hash the same before and after; the 4 that reach the host (wrong "
         "sglang, unknown and changed key, drift) run again through a `become` login.",
         "- *Become*: the matrix's default cells (one per stage) through a non-root SSH login "
@@ -219,6 +222,16 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "on the junk; `recover` without `restore_check` writes the forged files (exit 0); "
         "without the state-dir walk the five dir cases fail, without `open_private` the two "
         "journal cases, without `safe_mode` the set-id case.",
+        "- *Hand edits*: a patched or added file edited on the host after a push makes "
+        "`rollback`, `recover` and a fleet's undo refuse that host before any write (exit 2; "
+        "in a fleet undo, exit 3 for that host while the others are undone), naming each file "
+        "with its expected and found sha256 (also in the `--json` event data); `--force` first "
+        "copies the edited bytes to `backups/<deploy>/drifted-<UTC>/` (byte-identical, 0600) "
+        "and says where; `status` names the edited files (exit 1).",
+        "- *Leftovers*: a backup cut by a full disk is removed (none for `backups list`, prune "
+        "or rollback to take); a preflight answer that cannot be read releases the lock it "
+        "took (the next push deploys instead of exit 4); `status` during a live push says "
+        "`in progress: host locked by HOLDER`, not `run recover`.",
         "- *Soak* (`make soak`): 30 push/rollback cycles on 4 hosts in one controller "
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",

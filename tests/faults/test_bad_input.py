@@ -126,6 +126,11 @@ CASES: dict[str, tuple[Callable[[Bench], None] | None, list[str] | None, str]] =
         None,
         "key 'python'",
     ),
+    "inventory_python_not_on_host": (
+        _toml(('python = "/srv/venv/bin/python"', 'python = "/srv/venv/bin/no-such-python"')),
+        None,
+        "key 'python'",
+    ),
     "inventory_bad_health_url": (
         _toml(('health_url = "http://', 'health_url = "ftp://')),
         None,
@@ -159,6 +164,11 @@ CASES: dict[str, tuple[Callable[[Bench], None] | None, list[str] | None, str]] =
     "bad_max_fail": (None, ["push", "-H", "host0", "--max-fail", "-1"], "max-fail"),
     "unknown_patchset": (None, ["push", "-H", "host0", "-p", "nosuch"], "nosuch"),
     "unknown_patchset_version": (None, ["push", "-H", "host0", "-p", "ddtree@9.9.9"], "9.9.9"),
+    "patchset_version_is_a_path": (
+        None,
+        ["push", "-H", "host0", "-p", "ddtree@../ddtree/1.0.0"],
+        "is not a version",
+    ),  # fmt: skip
     "patchset_lock_missing": (
         lambda b: (b.patchset_root / "patchset.lock.json").unlink(),
         None,

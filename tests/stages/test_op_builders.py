@@ -34,7 +34,8 @@ def test_every_builder_sends_arguments_the_agent_reads():
         ops.smoke_op(host, "/site", p, {"integrity": "print()", "_suite.py": ""}, 30.0),
         *[op for _, op in ops.service_ops(host)],
         ops.services_op(host),
-        ops.restore_op("d1"),
+        ops.restore_op("d1", force=True),
+        ops.drift_op(),
         ops.prune_op(3),
         gate_op(host, resolve(GateConfig(bake_s=5), ({"text": "hi"},)), "after", load=True),
         edits_op(Target(package="sglang", version="0.5.13.post1")),
@@ -43,6 +44,9 @@ def test_every_builder_sends_arguments_the_agent_reads():
     assert set(typed) == set(wire.OP_ARGS)
     assert typed["lock_acquire"].pid == 9 and typed["lock_acquire"].controller == "ctl"
     assert typed["facts"].serve_path == "/e/s.env"
+    assert typed["restore"].force and typed["drift"].deploy_id is None
+    results = typed["backup"].results  # what a restore compares to tell a hand edit
+    assert results == {f.path: f.result_sha256 for f in p.files} | {serve.path: serve.sha256}
     plan, install = typed["check_plan"], typed["install"]
     assert plan.serve.content_b64 is None and install.serve.content_b64  # bytes only to install
     assert all(f.diff is None and f.content_b64 is None for f in plan.files)

@@ -15,7 +15,9 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     locate.py        where the package really is (import spec): wheel | editable, its root
     api_key.py       the server's API key read on the host; which paths need it; redaction
     ops_plan.py      facts, check_plan, lock_acquire/lock_release, journal
-    ops_files.py     backup, install, compile, restore, prune
+    ops_files.py     backup, install, restore, prune
+    ops_compile.py   compile
+    drift.py         hand edits since a deploy (restore refuses them), drift (status)
     ops_service.py   restart, health (start-up watchdog)
     ops_smoke.py     smoke (the suite scripts)
     ops_service_state.py  services: each service's state now (status)

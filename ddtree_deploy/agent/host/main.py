@@ -44,8 +44,9 @@ OPS = {
     "journal": _op("ops_plan", "op_journal"),
     "backup": _op("ops_files", "op_backup"),
     "install": _op("ops_files", "op_install"),
-    "compile": _op("ops_files", "op_compile"),
+    "compile": _op("ops_compile", "op_compile"),
     "restore": _op("ops_files", "op_restore"),
+    "drift": _op("drift", "op_drift"),
     "prune": _op("ops_files", "op_prune"),
     "restart": _op("ops_service", "op_restart"),
     "health": _op("ops_service", "op_health"),
@@ -55,7 +56,7 @@ OPS = {
     "edits": _op("ops_capture", "op_edits"),
 }
 # What a push's later requests import, loaded while the agent waits for them (see main).
-WARM_MODULES = (".ops_files", ".ops_service", ".ops_smoke")
+WARM_MODULES = (".ops_files", ".ops_compile", ".ops_service", ".ops_smoke")
 
 # A request of only these ops (a preflight) waits a short while for the state dir's flock
 # and then runs anyway: facts and check_plan only read, and lock_acquire creates the lock
@@ -63,10 +64,10 @@ WARM_MODULES = (".ops_files", ".ops_service", ".ops_smoke")
 # only while holding the flock (Ctx.flock_held), so two preflights after a dead run cannot
 # both take the lock over. Every other request waits as long as a run may.
 _QUICK = {"facts", "check_plan", "lock_acquire"}
-# A request of only these ops needs no flock at all: facts, services and edits only read,
-# and gate_measure only reads the server (it writes save_as atomically; a push that gates
+# A request of only these ops needs no flock at all: facts, services, drift and edits only
+# read, and gate_measure only reads the server (it writes save_as atomically; a push that gates
 # holds the host lock).
-_NO_FLOCK = {"facts", "services", "gate_measure", "edits"}
+_NO_FLOCK = {"facts", "services", "drift", "gate_measure", "edits"}
 # Ops that never read or write the state dir: a request of only these skips its checks.
 _NO_STATE = {"services", "restart", "health", "edits"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0

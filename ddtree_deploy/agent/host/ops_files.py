@@ -1,22 +1,22 @@
-"""The ops that change files in site-packages: backup, install, compile, restore, prune."""
+"""The ops that change files in site-packages: backup, install, restore, prune."""
 
 import base64
 import json
 import os
 import shutil
 
+from .drift import describe_drift, find_drift, read_manifest, save_drifted
 from .files import (
     check_owners,
     check_serve_path,
     clear_pycache,
-    keep_owner,
     now_utc,
     owner_of,
     safe_join,
     safe_mode,
     write_atomic,
 )
-from .private import check_private_dir, open_private, private_sha256
+from .private import open_private, private_sha256
 from .pure import apply_unified_diff, sha256_bytes, sha256_file
 from .restore_check import check_manifest
 from .state import deploy_states, list_backups, read_journal
@@ -29,22 +29,30 @@ def op_backup(ctx, args):
     copies, and return BackupResult.
 
     Every directory of the backup is 0700 and every file 0600 (umask 077 while it runs:
-    makedirs applies its mode to the last directory only). Raises OpFailed (unsafe_path,
-    backup_corrupt) and OSError (an existing backup dir, a full disk).
+    makedirs applies its mode to the last directory only). `args.results` (path -> the
+    sha256 the install will write) goes into the manifest, for drift.py. A backup that
+    fails part-way is removed. Raises OpFailed (unsafe_path, backup_corrupt) and OSError
+    (an existing backup dir, a full disk).
     """
     umask = os.umask(0o077)
     try:
-        return _backup(ctx, args)
+        ctx.ensure_state_dir()
+        root = os.path.join(ctx.backups_dir, args.deploy_id)
+        os.makedirs(os.path.join(root, "files"), mode=0o700)  # raises when it exists: not ours
+        try:
+            return _backup(args, root)
+        except BaseException:
+            # A partial backup (a full disk) is no backup: leave none that `backups list`,
+            # prune or rollback could take for one. Best effort: removing frees space.
+            shutil.rmtree(root, ignore_errors=True)
+            raise
     finally:
         os.umask(umask)
 
 
-def _backup(ctx, args):
-    """op_backup without the umask."""
-    ctx.ensure_state_dir()
-    site = args.site_packages
-    root = os.path.join(ctx.backups_dir, args.deploy_id)
-    os.makedirs(os.path.join(root, "files"), mode=0o700)
+def _backup(args, root):
+    """op_backup's copies and manifest under `root` (made, empty)."""
+    site, results = args.site_packages, args.results
     manifest = {
         "deploy_id": args.deploy_id,
         "created": now_utc(),
@@ -54,15 +62,19 @@ def _backup(ctx, args):
     }
     for rel in args.paths:
         full = safe_join(site, rel)
+        result = {"result_sha256": results[rel]} if rel in results else {}  # drift.py reads it
         if not os.path.exists(full):
-            manifest["files"][rel] = {"existed": False}
+            manifest["files"][rel] = dict(result, existed=False)
             continue
         with open(full, "rb") as fh:
             data = fh.read()
         write_atomic(os.path.join(root, "files", rel), data, 0o600)
         manifest["files"][rel] = dict(_meta(full), existed=True, sha256=sha256_bytes(data))
+        manifest["files"][rel].update(result)
     if args.serve_path:
         manifest["serve"] = _backup_serve(root, check_serve_path(args.serve_path))
+        if args.serve_path in results:
+            manifest["serve"]["result_sha256"] = results[args.serve_path]
     write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest).encode(), 0o600)
     _verify_backup(root, manifest)
     return BackupResult(backup=root, files=len(manifest["files"]))
@@ -176,52 +188,37 @@ def _new_bytes(full, spec):
     return data
 
 
-def op_compile(ctx, args):
-    """py_compile each of args.paths; return {"compiled": count}. Raises
-    OpFailed(compile_failed) with {path: error} as data, or unsafe_path."""
-    import py_compile
-
-    errors = {}
-    for rel in args.paths:
-        full = safe_join(args.site_packages, rel)
-        try:
-            cached = py_compile.compile(full, doraise=True)
-        except py_compile.PyCompileError as exc:
-            errors[rel] = str(exc.msg).strip()[-2000:]
-            continue
-        if cached:  # bytecode takes its source's owner, as if its owner had compiled it
-            keep_owner(os.path.dirname(cached), owner_of(os.path.dirname(full)))
-            keep_owner(cached, owner_of(full))
-    if errors:
-        raise OpFailed(Code.COMPILE_FAILED, "py_compile failed: " + ", ".join(errors), errors)
-    return {"compiled": len(args.paths)}
-
-
 def op_restore(ctx, args):
     """Put every file of a backup back (or remove it if it did not exist), then verify;
-    return {"files": {path: "restored"}, "backup": dir}.
+    return {"files": {path: "restored"}, "backup": dir, "drift": [...], "drift_saved":
+    dir or None, "unchecked": [...]}.
 
+    First, before any write, the files are checked for hand edits (drift.find_drift): a
+    drifted file refuses the restore (OpFailed drift, data {"drift": [...]}) unless
+    args.force, which first copies the drifted bytes beside the backup (drift_saved).
     A file already at its original bytes is left alone, so a restore after a failure that
     changed nothing needs no free space and no write access. The manifest must pass
     restore_check (this python's package root, permission bits only, plausible owners, the
     inventory's serve file) and each backup copy, read only when private.py finds it this
     user's alone, must match it before it is written back. Raises OpFailed: no_backup,
-    backup_unreadable, unsafe_path, restore_failed (data: the state of every file).
+    backup_unreadable, unsafe_path, drift, state_dir_unwritable (the drifted bytes could not
+    be saved: nothing restored), restore_failed (data: the state of every file).
     """
     root = os.path.join(ctx.backups_dir, args.deploy_id)
-    try:
-        check_private_dir(root)
-        with open_private(os.path.join(root, "manifest.json")) as fh:
-            manifest = json.load(fh)
-    except FileNotFoundError:
-        raise OpFailed(Code.NO_BACKUP, "no backup %s" % args.deploy_id) from None
-    except (OSError, ValueError) as exc:
-        message = "backup %s: %s" % (args.deploy_id, exc)
-        raise OpFailed(Code.BACKUP_UNREADABLE, message) from None
+    manifest = read_manifest(ctx, args.deploy_id)
+    if manifest is None:
+        raise OpFailed(Code.NO_BACKUP, "no backup %s" % args.deploy_id)
     site = check_manifest(args.deploy_id, manifest, args.package, args.serve_path)
     for rel, info in manifest["files"].items():  # every copy private before the first write
         if info.get("existed"):
             private_sha256(os.path.join(root, "files", rel))
+    drift, unchecked = find_drift(ctx, args.deploy_id, manifest)
+    saved = None
+    if drift and not args.force:
+        message = describe_drift(args.deploy_id, drift) + "; nothing restored"
+        raise OpFailed(Code.DRIFT, message, {"drift": drift})
+    if drift:
+        saved = save_drifted(ctx, args.deploy_id, manifest, drift)
     states = {}
     for rel, info in manifest["files"].items():
         full = safe_join(site, rel)
@@ -232,8 +229,10 @@ def op_restore(ctx, args):
         states[serve["path"]] = _restore_one(path, os.path.join(root, "serve"), serve, False)
     bad = {rel: s for rel, s in states.items() if s != "restored"}
     if bad:
-        raise OpFailed(Code.RESTORE_FAILED, "some files were not restored", {"files": states})
-    return {"files": states, "backup": root}
+        data = {"files": states, "drift": drift, "drift_saved": saved}
+        raise OpFailed(Code.RESTORE_FAILED, "some files were not restored", data)
+    done = {"files": states, "backup": root, "drift": drift, "drift_saved": saved}
+    return dict(done, unchecked=unchecked)
 
 
 def _restore_one(full, copy, info, is_module=True):

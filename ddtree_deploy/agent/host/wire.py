@@ -203,13 +203,15 @@ class JournalArgs(Record):
 
 class BackupArgs(Record):
     """backup: the files (relative to site_packages, the package root facts found) and
-    serve file to copy aside."""
+    serve file to copy aside; results: path (or the serve file's path) -> the sha256 the
+    install writes, kept in the manifest so a later restore can tell a hand edit."""
 
     deploy_id: str
     site_packages: str
     paths: List[str]
     patchset: Optional[str] = None
     serve_path: Optional[str] = None
+    results: Dict[str, str] = field(default_factory=dict)
 
 
 class InstallArgs(Record):
@@ -230,13 +232,22 @@ class CompileArgs(Record):
 
 
 class RestoreArgs(Record):
-    """restore: the deploy whose backup to put back; the package whose root the backup's
+    """restore: the deploy whose backup to put back; force: also over hand-edited files
+    (their bytes saved beside the backup first); the package whose root the backup's
     site_packages must be, and the inventory's serve file (None: the host has none), which
     the agent holds a manifest to before writing (restore_check.py)."""
 
     deploy_id: str
+    force: bool = False
     package: str = "sglang"
     serve_path: Optional[str] = None
+
+
+class DriftArgs(Record):
+    """drift: the deploy whose files to check for hand edits (None: the one the host
+    should be at: the newest unfinished, else the newest committed)."""
+
+    deploy_id: Optional[str] = None
 
 
 class PruneArgs(Record):
@@ -255,6 +266,7 @@ OP_ARGS: Dict[str, Type[Record]] = {
     "install": InstallArgs,
     "compile": CompileArgs,
     "restore": RestoreArgs,
+    "drift": DriftArgs,
     "restart": RestartArgs,
     "health": HealthArgs,
     "services": ServicesArgs,
