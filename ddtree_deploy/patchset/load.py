@@ -124,12 +124,18 @@ def parse_ref(ref: str) -> tuple[str, str | None]:
             f"patchset {ref!r}: {name!r} is not a patchset name (lowercase letters, digits, "
             "'-' and '_'); give NAME or NAME@VERSION, e.g. ddtree@1.0.0"
         )
-    if version and not re.fullmatch(VERSION_PATTERN, version):
+    if version and not re.fullmatch(VERSION_PATTERN, version) and not _is_token(version):
         raise PatchsetError(
             f"patchset {ref!r}: {version!r} is not a version (like 1.0.0 or 1.0.0-rc1); "
             "give NAME or NAME@VERSION, e.g. ddtree@1.0.0"
         )
     return name, version or None
+
+
+def _is_token(version: str) -> bool:
+    """True for a version that is no path (letters, digits, '.', '+', '-', no '..'): one
+    that is not released, such as `9`, is then refused listing those that are."""
+    return re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z.+\-]*", version) is not None and ".." not in version
 
 
 def resolve_patchset(base: Path, ref: str) -> Patchset:

@@ -9,7 +9,15 @@ import json
 
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.stages import op_builders as ops
-from tests.agent.conftest import MODULE, MODULE_TEXT, NEW_FILE, NEW_TEXT, PATCHED_TEXT, sha
+from tests.agent.conftest import (
+    MODULE,
+    MODULE_TEXT,
+    NEW_FILE,
+    NEW_TEXT,
+    PACKAGE,
+    PATCHED_TEXT,
+    sha,
+)
 from tests.agent.test_ops_bundle import prepared
 
 
@@ -29,7 +37,7 @@ def test_restore_refuses_a_hand_edit_and_force_saves_it_first(fake_host):
     deploy_id = deploy(fake_host)
     module = fake_host.site / MODULE
     module.write_text(PATCHED_TEXT + "# hotfix\n")
-    refused = fake_host.call_ops(ops.restore_op(deploy_id))
+    refused = fake_host.call_ops(ops.restore_op(deploy_id, package=PACKAGE))
     assert refused.failed.code == Code.DRIFT, refused
     (found,) = refused.failed.data["drift"]
     assert found == {"file": MODULE, "expected_sha256": sha(PATCHED_TEXT),
@@ -40,7 +48,7 @@ def test_restore_refuses_a_hand_edit_and_force_saves_it_first(fake_host):
     status = fake_host.call_ops(ops.drift_op())
     assert status.results[0].data["drift"] == [found]
 
-    forced = fake_host.call_ops(ops.restore_op(deploy_id, force=True))
+    forced = fake_host.call_ops(ops.restore_op(deploy_id, package=PACKAGE, force=True))
     assert forced.ok, forced
     saved = forced.results[0].data["drift_saved"]
     assert saved.startswith(str(fake_host.state / "backups" / deploy_id / "drifted-"))
@@ -54,9 +62,9 @@ def test_an_edited_added_file_is_drift_and_a_deleted_one_is_not(fake_host):
     deploy_id = deploy(fake_host)
     added = fake_host.site / NEW_FILE
     added.write_text(NEW_TEXT + "# mine\n")
-    assert fake_host.call_ops(ops.restore_op(deploy_id)).failed.code == Code.DRIFT
+    assert fake_host.call_ops(ops.restore_op(deploy_id, package=PACKAGE)).failed.code == Code.DRIFT
     added.unlink()  # removing the file the push added loses nothing
-    assert fake_host.call_ops(ops.restore_op(deploy_id)).ok
+    assert fake_host.call_ops(ops.restore_op(deploy_id, package=PACKAGE)).ok
 
 
 def test_a_later_deploys_bytes_are_no_hand_edit(fake_host):
@@ -69,7 +77,7 @@ def test_a_later_deploys_bytes_are_no_hand_edit(fake_host):
         MODULE: {"existed": True, "sha256": sha(PATCHED_TEXT), "result_sha256": sha("v2\n"),
                  "mode": 0o644}}}  # fmt: skip
     (later / "manifest.json").write_text(json.dumps(manifest))
-    assert fake_host.call_ops(ops.restore_op(first)).ok
+    assert fake_host.call_ops(ops.restore_op(first, package=PACKAGE)).ok
     assert (fake_host.site / MODULE).read_text() == MODULE_TEXT
 
 
@@ -81,5 +89,5 @@ def test_a_backup_without_result_hashes_is_unchecked(fake_host):
         info.pop("result_sha256")
     path.write_text(json.dumps(manifest))
     (fake_host.site / MODULE).write_text("edited\n")
-    restored = fake_host.call_ops(ops.restore_op(deploy_id))
+    restored = fake_host.call_ops(ops.restore_op(deploy_id, package=PACKAGE))
     assert restored.ok and sorted(restored.results[0].data["unchecked"]) == [NEW_FILE, MODULE]

@@ -44,7 +44,12 @@ def test_rollback_refused_by_a_hand_edit_is_exit_2_unlocked_and_journals_nothing
     ]  # the restore failed first: nothing after it ran, then the lock went
     (event,) = [e for e in s.events if e.event == "info" and (e.data or {}).get("drift")]
     assert event.data == {"deploy_id": DEPLOY, "drift": DRIFT}
-    assert s.transport.requests[1].ops[0].args == {"deploy_id": DEPLOY, "force": False}
+    assert s.transport.requests[1].ops[0].args == {
+        "deploy_id": DEPLOY,
+        "force": False,
+        "package": "sglang",
+        "serve_path": None,
+    }
 
 
 def test_forced_rollback_says_where_the_hand_edits_went():
@@ -55,7 +60,12 @@ def test_forced_rollback_says_where_the_hand_edits_went():
     result = rollback_host(s.run, "t", None, restart=False, force=True)
     assert result.outcome == Outcome.OK
     assert result.message == f"rolled back {DEPLOY}; hand-edited files saved in {saved}"
-    assert s.transport.requests[1].ops[0].args == {"deploy_id": DEPLOY, "force": True}
+    assert s.transport.requests[1].ops[0].args == {
+        "deploy_id": DEPLOY,
+        "force": True,
+        "package": "sglang",
+        "serve_path": None,
+    }
     (event,) = [e for e in s.events if e.event == "info" and (e.data or {}).get("drift_saved")]
     assert event.data == {"deploy_id": DEPLOY, "drift": DRIFT, "drift_saved": saved}
 
