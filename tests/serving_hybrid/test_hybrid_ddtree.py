@@ -35,7 +35,7 @@ def push_220_serves_losslessly(serving_hybrid, budget: int) -> float:
     flight), DDTREE served at that budget; rollback to the plain server. Returns the accept
     length the gate ran at."""
     pushed = serving_hybrid.cli(
-        "push", "-H", "host0", "-p", "ddtree@2.2.0", "--json", budget=budget
+        "push", "-H", "host0", "-p", "ddtree@2.2.0", "--json", budget=budget, **SLOW
     )
     assert pushed.returncode == 0, pushed.stderr[-4000:]
     found = checks(server_suites(pushed.stdout)["host0"])
@@ -66,7 +66,7 @@ def test_push_220_budget_16_serves_the_hybrid_target_losslessly(serving_hybrid):
 
 def assert_lossy_push_caught(serving_hybrid, version: str) -> None:
     pushed = serving_hybrid.cli(
-        "push", "-H", "host0", "-p", f"ddtree@{version}", "--json", budget=4
+        "push", "-H", "host0", "-p", f"ddtree@{version}", "--json", budget=4, **SLOW
     )
     if pushed.returncode == 0:  # the gate missed it: put the host back for the next tests
         serving_hybrid.cli("rollback", "-H", "host0")
