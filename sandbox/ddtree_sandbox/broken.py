@@ -20,6 +20,14 @@ the push's local gate accepts it; only a gate that watches real decoding can cat
 - ``mask``: the tree mask becomes a causal one over the verify slots (lossless must fail).
 - ``kv``: the accepted path's KV is left where verify wrote it, not moved to the window's
   front, so later steps attend to the wrong slots (lossless must fail).
+
+``HYBRID_VARIANTS`` break ddtree 2.2.0's hybrid (GDN) path, each half of the fix undone
+(ddtree 2.1.2 is both halves undone):
+
+- ``chain-commit``: tree parents in the verify, but the recurrent state of the chain position
+  ``commit_len - 1`` is committed instead of the last accepted node's (lossless must fail).
+- ``chain-scan``: the verify input carries no tree links, so the conv and GDN verify scan the
+  slots as a chain; the commit takes the last accepted node's slot (lossless must fail).
 """
 
 from __future__ import annotations
@@ -98,7 +106,8 @@ V2_VARIANTS: dict[str, BrokenVariant] = {
 def build_broken_patchset(
     source: Path, out_base: Path, variant: str, variants: dict[str, BrokenVariant] = VARIANTS
 ) -> str:
-    """Copy the ddtree version at ``source`` (1.1.0, or 2.1.0 with ``V2_VARIANTS``) to
+    """Copy the ddtree version at ``source`` (1.1.0, 2.1.0 with ``V2_VARIANTS``, 2.2.0 with
+    ``HYBRID_VARIANTS``) to
     ``out_base/ddtree/<version>`` with one bug, lock it.
 
     Returns the ref (``ddtree@1.1.x``). Raises ValueError when the text to break is not in
@@ -142,3 +151,22 @@ def copy_with_edits(
             raise ValueError(f"{target}: the text variant {variant!r} changes is not there once")
         target.write_text(code.replace(old, new))
     return root
+
+
+HYBRID_VARIANTS: dict[str, BrokenVariant] = {
+    "chain-commit": BrokenVariant(
+        "2.9.3",
+        V2_WORKER,
+        "        return last.to(torch.int64)\n",
+        "        return super()._mamba_commit_steps(commit_lens)\n",
+        "tree parents, chain commit: the state of slot commit_len - 1 is kept",
+    ),
+    "chain-scan": BrokenVariant(
+        "2.9.4",
+        V2_WORKER,
+        "        verify_input.retrieve_next_token = step.layout.next_token\n"
+        "        verify_input.retrieve_next_sibling = step.layout.next_sibling\n",
+        "        return\n",
+        "no tree links: the hybrid verify scans the slots as a chain (tree commit kept)",
+    ),
+}

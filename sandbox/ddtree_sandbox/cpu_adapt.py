@@ -45,6 +45,7 @@ TORCH_NATIVE = "torch_native"
 TORCH_NATIVE_CLASS = "TorchNativeAttnBackend"
 V2_SGLANG = "0.5.23"  # adapted by the companion module cpu_adapt_0523 (DFlashWorkerV2)
 V2_SUFFIX = "_0523"
+HYBRID_SUFFIX = "_hybrid"  # cpu_adapt_hybrid: 0.5.23 adapters of hybrid (GDN) targets
 
 
 # --- 1. Triton KV-copy warmup -----------------------------------------------------------
@@ -374,7 +375,8 @@ def select_finder() -> PatchingFinder:
     """Return the finder for the installed sglang: 0.5.23's adapters, else 0.5.13.post1's."""
     if installed_sglang_version() == V2_SGLANG:
         sibling = importlib.import_module(f"{__name__}{V2_SUFFIX}")
-        return PatchingFinder(sibling.patches(sys.modules[__name__]), sibling.arounds())
+        base = sys.modules[__name__]
+        return PatchingFinder(sibling.patches(base), sibling.arounds(base))
     return PatchingFinder(PATCHES)
 
 
@@ -390,18 +392,19 @@ def activate_from_env() -> bool:
 
 
 def install_cpu_adapt(site_packages: Path) -> None:
-    """Write this module and its 0.5.23 companion (as ``ddtree_sandbox_cpu_adapt*.py``) plus
-    the .pth that imports it into ``site_packages``.
+    """Write this module and its 0.5.23 and hybrid companions (as
+    ``ddtree_sandbox_cpu_adapt*.py``) plus the .pth that imports it into ``site_packages``.
 
-    Adds three files of its own and changes no file of any installed distribution.
+    Adds four files of its own and changes no file of any installed distribution.
     """
     from pathlib import Path
 
     site_packages = Path(site_packages)
     here = Path(__file__)
     (site_packages / f"{MODULE_NAME}.py").write_text(here.read_text())
-    companion = here.with_name(f"{here.stem}{V2_SUFFIX}.py")
-    (site_packages / f"{MODULE_NAME}{V2_SUFFIX}.py").write_text(companion.read_text())
+    for suffix in (V2_SUFFIX, HYBRID_SUFFIX):
+        companion = here.with_name(f"{here.stem}{suffix}.py")
+        (site_packages / f"{MODULE_NAME}{suffix}.py").write_text(companion.read_text())
     (site_packages / PTH_NAME).write_text(f"import {MODULE_NAME}\n")
 
 

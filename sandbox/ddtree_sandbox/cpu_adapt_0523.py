@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 STANDIN_NAME = "sgl_kernel"
+HYBRID_SUFFIX = "_hybrid"  # cpu_adapt_hybrid: what a hybrid (GDN) target needs besides
 
 
 # --- 1. sgl_kernel *_cpu ops: torch bodies -------------------------------------------------
@@ -252,9 +253,18 @@ def _no_patch(module: ModuleType) -> None:
     """Modules that only need the sgl_kernel stand-in while they run."""
 
 
+def hybrid_companion(base: ModuleType) -> ModuleType:
+    """The hybrid-target adapters (``cpu_adapt_hybrid``), imported beside ``base``."""
+    import importlib
+
+    return importlib.import_module(f"{base.__name__}{HYBRID_SUFFIX}")
+
+
 def patches(base: ModuleType) -> dict[str, Callable[[ModuleType], None]]:
-    """Return module name -> adapter for sglang 0.5.23 (``base``: the cpu_adapt module)."""
+    """Return module name -> adapter for sglang 0.5.23 (``base``: the cpu_adapt module),
+    the hybrid target's (``cpu_adapt_hybrid``) included."""
     found: dict[str, Callable[[ModuleType], None]] = dict.fromkeys(CPU_OPS_MODULES, _no_patch)
+    found.update(hybrid_companion(base).patches())
     found.update(
         {
             "sglang.srt.mem_cache.memory_pool": base.adapt_kv_copy_warmup,
@@ -268,6 +278,8 @@ def patches(base: ModuleType) -> dict[str, Callable[[ModuleType], None]]:
     return found
 
 
-def arounds() -> dict[str, Callable[[Callable[[], None]], None]]:
-    """Return module name -> wrapper of that module's execution (the sgl_kernel stand-in)."""
-    return {name: run_with_cpu_ops for name in CPU_OPS_MODULES}
+def arounds(base: ModuleType) -> dict[str, Callable[[Callable[[], None]], None]]:
+    """Return module name -> wrapper of that module's execution (the sgl_kernel stand-in, and
+    the hybrid modules' generic branches)."""
+    found = {name: run_with_cpu_ops for name in CPU_OPS_MODULES}
+    return {**found, **hybrid_companion(base).arounds()}

@@ -48,7 +48,7 @@ from ddtree_sandbox.service import (
     stop_real_server,
     wait_healthy,
 )
-from ddtree_sandbox.serving import SERVE_ENV, SERVING_VERSIONS
+from ddtree_sandbox.serving import SERVING_VERSIONS, serve_env
 from ddtree_sandbox.sshd import (
     SSHD,
     SshdSpec,
@@ -149,7 +149,7 @@ class Sandbox:
             service_script=REAL_SOURCE.name,
             args_file=f"{host.service_dir}/{SERVE_FILE_NAME}",
             serve_args=tuple(host_serve_args(self.models, host, self.base_env.sglang_version)),
-            serve_env=dict(SERVE_ENV),
+            serve_env=serve_env(self.models.path(host.model)),
         )
 
     def start_services(self, timeout_s: float = 300.0) -> None:

@@ -16,6 +16,8 @@ Writes into OUT_DIR:
   path of token 0 (an all-zero head would make the draft's logits flat, its tree a star, and
   the right token one sibling among many).
 - ``draft/``: a complete DFlash draft checkpoint (2 layers, block size 4) for either target.
+- ``hybrid/``: a Qwen3.5-text hybrid target (Gated DeltaNet + attention, ``make_hybrid.py``),
+  same vocabulary and tokenizer; the same draft drafts for it.
 - ``recipe.json``: the parameters used.
 
 Every tensor comes from one seeded ``torch.Generator`` in a fixed order and every JSON file is
@@ -30,6 +32,7 @@ import sys
 from pathlib import Path
 
 import torch
+from make_hybrid import hybrid_config, write_hybrid  # a sibling script (sys.path[0])
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
@@ -230,6 +233,10 @@ def build_models(out_dir: Path, vocab_size: int, init_std: float, seed: int) -> 
         write_tokenizer(out_dir / name, vocab)
     write_checkpoint(out_dir / "draft", draft_config(vocab), draft)
     write_tokenizer(out_dir / "draft", vocab)
+    # last, from its own generator: the models above stay byte for byte what they were
+    config = hybrid_config(vocab, vocab[EOS], vocab[PAD])
+    write_hybrid(out_dir / "hybrid", config, init_std, seed)
+    write_tokenizer(out_dir / "hybrid", vocab)
     recipe = {"vocab_size": vocab_size, "init_std": init_std, "seed": seed,
               "block_size": BLOCK_SIZE, "mask_token": MASK, "eos_token_id": vocab[EOS],
               "mask_token_id": vocab[MASK]}  # fmt: skip

@@ -25,23 +25,25 @@ from ddtree_sandbox.baseenv import (
 )
 
 MAKE_MODELS = Path(__file__).with_name("make_models.py")
+MAKE_HYBRID = Path(__file__).with_name("make_hybrid.py")  # imported by make_models.py
 # V=32 with init std 0.3: small enough that random drafts are often right, sharp enough that
 # trees grow deep; docs/cpu-serving.md has the measurements behind the choice.
 DEFAULT_RECIPE: dict[str, float | int] = {"vocab_size": 32, "init_std": 0.3, "seed": 0}
 # Models a host can serve (the draft goes with any of them).
-MODEL_KINDS = ("target", "target-bf16", "control")
+MODEL_KINDS = ("target", "target-bf16", "control", "hybrid")
 
 
 @dataclass(frozen=True)
 class ModelSet:
-    """The four model dirs of one build, plus its key and recipe."""
+    """The five model dirs of one build, plus its key and recipe."""
 
     key: str
     root: Path
     target: Path  # Qwen3 target, float32, with its tokenizer
     target_bf16: Path  # same weights in bfloat16
     control: Path  # target with an all-zero lm_head: every argmax is token 0
-    draft: Path  # DFlash draft (block size 4) for target and control
+    draft: Path  # DFlash draft (block size 4) for target, control and hybrid
+    hybrid: Path  # Qwen3.5-text hybrid target (Gated DeltaNet + attention), float32
     vocab_size: int
     block_size: int
 
@@ -67,7 +69,8 @@ def ensure_models(base_env: BaseEnv, recipe: dict[str, float | int] | None = Non
     ``SandboxBuildError`` when the script fails.
     """
     recipe = {**DEFAULT_RECIPE, **(recipe or {})}
-    key = compute_models_key(MAKE_MODELS.read_bytes(), recipe, base_env.key)
+    scripts = MAKE_MODELS.read_bytes() + MAKE_HYBRID.read_bytes()
+    key = compute_models_key(scripts, recipe, base_env.key)
     root = base_env.cache_dir / f"models-{key}"
     models = ModelSet(
         key=key,
@@ -76,6 +79,7 @@ def ensure_models(base_env: BaseEnv, recipe: dict[str, float | int] | None = Non
         target_bf16=root / "target-bf16",
         control=root / "control",
         draft=root / "draft",
+        hybrid=root / "hybrid",
         vocab_size=int(recipe["vocab_size"]),
         block_size=4,
     )

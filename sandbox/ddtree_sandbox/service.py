@@ -19,7 +19,7 @@ from pathlib import Path
 from ddtree_sandbox.host import SandboxHost
 from ddtree_sandbox.models import ModelSet
 from ddtree_sandbox.processes import find_children, is_running, read_cmdline, read_pid_file
-from ddtree_sandbox.serving import SERVE_ENV, base_launch_args, dflash_args
+from ddtree_sandbox.serving import base_launch_args, dflash_args, serve_env
 
 SERVICE_PORT = 30000
 REAL_SOURCE = Path(__file__).with_name("sglang_service.py")
@@ -51,7 +51,7 @@ def pristine_serve_file(
         f"# sglang on sandbox host {host.name}: {host.model} model, "
         f"{algorithm or 'no speculative decoding'} (written by the sandbox, as an operator would)",
         f'SGLANG_ARGS="{" ".join(args)}"',
-        *(f'{key}="{value}"' for key, value in sorted(SERVE_ENV.items())),
+        *(f'{key}="{value}"' for key, value in sorted(serve_env(models.path(host.model)).items())),
     ]
     return "\n".join(lines) + "\n"
 

@@ -40,6 +40,15 @@ SERVE_ENV: dict[str, str] = {
     "TRANSFORMERS_OFFLINE": "1",
 }
 
+# A hybrid (Gated DeltaNet) target, sandbox model "hybrid" (make_hybrid.py), on sglang 0.5.23:
+# the radix cache would select the mamba "extra_buffer", which refuses the cpu platform; an
+# unset mamba cache is sized from free RAM (7.3 GB, 18.6 s to allocate). Its GDN and conv
+# kernels are sglang's Triton ones, interpreted (cpu_adapt_hybrid), and the conv state would
+# default to bf16 (a silent precision trap in an fp32 comparison).
+HYBRID_MODEL_TYPES = frozenset({"qwen3_5_text"})
+HYBRID_ARGS = ("--disable-radix-cache", "--max-mamba-cache-size", "64")
+HYBRID_ENV: dict[str, str] = {"TRITON_INTERPRET": "1", "SGLANG_MAMBA_CONV_DTYPE": "float32"}
+
 # What DDTREE (patchset ddtree >= 1.1.0) adds on top of dflash_args, and why:
 # --speculative-algorithm DDTREE           the registered algorithm (tree verify in the DFlash
 #                                          V1 worker); --speculative-ddtree-budget N (>= 1)
@@ -93,7 +102,21 @@ def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = 
         # bake period (requests, aborts, queue, accept length). Needs prometheus_client in
         # the host env (requirements-sglang-*.txt).
         "--enable-metrics",
+        *(HYBRID_ARGS if is_hybrid_model(Path(model_dir)) else ()),
     ]  # fmt: skip
+
+
+def is_hybrid_model(model_dir: Path) -> bool:
+    """Whether ``model_dir/config.json`` names a hybrid linear-attention target."""
+    config_path = model_dir / "config.json"
+    if not config_path.is_file():
+        return False
+    return json.loads(config_path.read_text()).get("model_type") in HYBRID_MODEL_TYPES
+
+
+def serve_env(model_dir: Path) -> dict[str, str]:
+    """The serve file's environment for a server of ``model_dir`` (SERVE_ENV, + HYBRID_ENV)."""
+    return {**SERVE_ENV, **(HYBRID_ENV if is_hybrid_model(Path(model_dir)) else {})}
 
 
 def dflash_args(draft_dir: Path, block_size: int, sglang_version: str = V1_SGLANG) -> list[str]:

@@ -1,0 +1,88 @@
+"""The hybrid real-server sandbox the tests in tests/serving_hybrid share (package scope).
+
+One sshd host (host0) running a REAL sglang 0.5.23 server (CPU, fp32, overlap scheduler on) on
+the sandbox's tiny Qwen3.5-text hybrid target (``make_hybrid.py``: Gated DeltaNet + gated
+attention), serving it plain (no speculative decoding), so a push's lossless gate records its
+references from the host's own plain server. The CPU adaptation for the GDN layers is the
+sandbox's test fixture ``cpu_adapt_hybrid`` (sglang's Triton kernels, interpreted).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ddtree_sandbox.broken import HYBRID_VARIANTS, build_broken_patchset
+from tests.serving.serving import Serving, get_json
+from tests.support import REPO, copy_patchset
+
+DDTREE = REPO / "patchsets" / "ddtree"
+# Each copied into the sandbox's patchsets dir with a shorter lossless gate (CI time: the
+# interpreted GDN kernels make ~0.2 s a token on 2 busy cores): version -> (prompts, tokens).
+# 2.1.3 never serves here (refused at start): its gate's plain references are all it costs.
+TRIMMED = {"2.1.3": (1, 4), "2.1.2": (8, 32), "2.2.0": (8, 32)}
+
+
+def trim_lossless(root: Path, prompts: int, tokens: int) -> None:
+    """Keep the first ``prompts`` of the copy's [lossless] prompts and ``tokens`` new tokens
+    each, then re-lock the copy (the repository's versions are never touched)."""
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
+    spec = root / "patchset.toml"
+    text = re.sub(r"(?m)^max_new_tokens = \d+$", f"max_new_tokens = {tokens}", spec.read_text())
+    head, _, tail = text.partition("prompts = [\n")
+    lines = tail.splitlines(keepends=True)
+    kept = [line for line in lines if line.lstrip().startswith("{ input_ids")][:prompts]
+    rest = lines[[i for i, line in enumerate(lines) if line.startswith("]")][0] :]
+    spec.write_text(head + "prompts = [\n" + "".join(kept) + "".join(rest))
+    write_lock(load_patchset(root))
+
+
+class HybridServing(Serving):
+    """Serving whose pristine host serves the hybrid target plain (no algorithm)."""
+
+    def assert_pristine(self, name: str) -> None:
+        host = self.host(name)
+        assert self.serve_file(name) == self.pristine_serve[name]
+        assert host.tree_digest() == self.pristine_tree[name]
+        assert get_json(host, "/server_info")["speculative_algorithm"] is None
+
+
+@pytest.fixture(scope="package")
+def serving_hybrid(tmp_path_factory):
+    from ddtree_sandbox import start_sandbox
+
+    workdir = tmp_path_factory.mktemp("serving-hybrid")
+    sandbox = start_sandbox(
+        workdir / "sandbox",
+        1,
+        sglang_version="0.5.23",
+        first_octet=None,
+        service="sglang",
+        models=["hybrid"],
+        initial_algorithm=None,
+    )
+    patchsets = workdir / "patchsets"
+    for version, (prompts, tokens) in TRIMMED.items():
+        root = copy_patchset(DDTREE / version, patchsets / "ddtree" / version)
+        trim_lossless(root, prompts, tokens)
+    for variant in HYBRID_VARIANTS:
+        ref = build_broken_patchset(
+            patchsets / "ddtree" / "2.2.0", patchsets, variant, HYBRID_VARIANTS
+        )
+        trim_lossless(patchsets / "ddtree" / ref.split("@")[1], 8, 32)
+    state = HybridServing(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
+    for host in sandbox.hosts:
+        state.pristine_serve[host.name] = state.serve_file(host.name)
+        state.pristine_tree[host.name] = host.tree_digest()
+    yield state
+    sandbox.stop()
+
+
+@pytest.fixture(autouse=True)
+def _hosts_back_at_baseline(serving_hybrid):
+    """A host a failed test left on new code is rolled back before the next test."""
+    yield
+    serving_hybrid.restore()

@@ -1,0 +1,89 @@
+"""ddtree 2.2.0 on a hybrid (Gated DeltaNet) target, REAL sglang 0.5.23 server: lossless at
+budgets 4 and 16, one at a time and 8 in flight, and the negative controls the lossless gate
+must catch through a real push (and roll back): stock 2.1.2 (chain scan + chain commit), tree
+parents with a chain commit, a chain scan with a tree commit.
+
+Host tests (conftest.py): one sshd host serving the tiny Qwen3.5-text target plain, so the
+gate's references come from the host's own plain server (8 prompts x 32 tokens here).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ddtree_sandbox.broken import HYBRID_VARIANTS
+from ddtree_sandbox.hosts import SERVICE_PORT
+from tests.serving.serving import (
+    accept_length,
+    checks,
+    get_json,
+    listener_cmdline,
+    server_suites,
+    summary,
+)
+
+pytestmark = pytest.mark.hosts
+
+LOSSLESS = ("reference", "lossless_sequential", "lossless_concurrent", "acceptance")
+# Per-request timeout of the push's smoke suites: the interpreted GDN verify at width 17 with 8
+# requests in flight took over the default 60 s on the loaded 2-core machine (2026-12-04).
+SLOW = {"timeout_s": 600.0}
+
+
+def push_220_serves_losslessly(serving_hybrid, budget: int) -> float:
+    """Push 2.2.0 at ``budget``: every lossless check passes (8/8 one at a time and in
+    flight), DDTREE served at that budget; rollback to the plain server. Returns the accept
+    length the gate ran at."""
+    pushed = serving_hybrid.cli(
+        "push", "-H", "host0", "-p", "ddtree@2.2.0", "--json", budget=budget, **SLOW
+    )
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    found = checks(server_suites(pushed.stdout)["host0"])
+    assert all(found[c]["passed"] for c in LOSSLESS), found
+    assert "8/8" in found["lossless_sequential"]["detail"].splitlines()[0], found
+    assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0], found
+    host = serving_hybrid.host("host0")
+    info = get_json(host, "/server_info")
+    assert info["speculative_algorithm"] == "DDTREE", info
+    assert info["speculative_ddtree_budget"] == budget, info
+    assert "--disable-overlap-schedule" not in listener_cmdline(host.address, SERVICE_PORT)
+    accept = accept_length(found["acceptance"])
+    print(f"ddtree 2.2.0 budget {budget} on the hybrid target: {found['acceptance']['detail']}")
+    back = serving_hybrid.cli("rollback", "-H", "host0", "--json")
+    assert back.returncode == 0, back.stderr[-3000:]
+    serving_hybrid.assert_pristine("host0")
+    return accept
+
+
+def test_push_220_budget_4_serves_the_hybrid_target_losslessly(serving_hybrid):
+    assert push_220_serves_losslessly(serving_hybrid, 4) > 1.0  # trees get accepted
+
+
+@pytest.mark.serving_full
+def test_push_220_budget_16_serves_the_hybrid_target_losslessly(serving_hybrid):
+    assert push_220_serves_losslessly(serving_hybrid, 16) > 1.0
+
+
+def assert_lossy_push_caught(serving_hybrid, version: str) -> None:
+    pushed = serving_hybrid.cli(
+        "push", "-H", "host0", "-p", f"ddtree@{version}", "--json", budget=4, **SLOW
+    )
+    if pushed.returncode == 0:  # the gate missed it: put the host back for the next tests
+        serving_hybrid.cli("rollback", "-H", "host0")
+    assert pushed.returncode == 1, pushed.stderr[-4000:]
+    message = summary(pushed.stdout)["host0"]["message"]
+    print(f"ddtree {version} on the hybrid target: {message}")
+    assert "lossless" in message and "first difference at token" in message, message
+    serving_hybrid.assert_pristine("host0")
+
+
+def test_stock_212_serves_the_hybrid_target_wrong_and_the_gate_rolls_it_back(serving_hybrid):
+    """2.1.0-2.1.2 neither refuse a hybrid target nor verify it as a tree (chain scan and
+    chain commit): wrong tokens, caught by the lossless gate."""
+    assert_lossy_push_caught(serving_hybrid, "2.1.2")
+
+
+@pytest.mark.serving_full
+@pytest.mark.parametrize("variant", sorted(HYBRID_VARIANTS))
+def test_half_a_hybrid_fix_fails_the_lossless_gate(serving_hybrid, variant):
+    assert_lossy_push_caught(serving_hybrid, HYBRID_VARIANTS[variant].version)
