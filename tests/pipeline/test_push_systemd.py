@@ -61,10 +61,12 @@ def events_of(stdout: str) -> list[dict]:
 
 
 def systemctl(host, *args: str) -> str:
-    """What the host's `systemctl ARGS` prints (the stand-in, as the agent's sessions see it)."""
-    from ddtree_sandbox.systemd_host import standin_dir
+    """What `systemctl ARGS` prints in the host's container (its real systemd)."""
+    return host.run(["systemctl", *args]).stdout.strip()
 
-    return host.run([f"{standin_dir(host)}/bin/systemctl", *args]).stdout.strip()
+
+def journal(host, *args: str) -> str:
+    return host.run(["journalctl", "-u", "sglang.service", "--no-pager", *args]).stdout
 
 
 def server_info(host) -> dict:
