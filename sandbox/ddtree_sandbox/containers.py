@@ -12,9 +12,9 @@ The image ``sglang-sandbox`` is the sandbox's Debian bookworm image plus the hos
 patch lands in a container's writable layer and a recreated container starts from the
 image's files again. The venv's base .pth points at /opt/ddtree-sandbox, bind-mounted
 read-only; the state dirs are a volume (the host's state dir), so the journal outlives a
-recreated container, as the README tells operators to set it up. A container runs on the machine's network (``network_host``) or in its own
-network namespace with a loopback only (``--network none``): never a bridge, never a
-private-range address.
+recreated container, as the README tells operators to set it up. A container runs on the
+machine's network (``network_host``) or in its own network namespace with a loopback only
+(``--network none``): never a bridge, never a private-range address.
 """
 
 from __future__ import annotations

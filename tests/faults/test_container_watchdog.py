@@ -58,6 +58,7 @@ def test_a_container_restarted_by_its_policy_fails_health_at_once(bench, sg2, tm
     end = summary(done.stdout, "c2")
     assert end["data"]["outcome"] == "rolled_back", end
     health = [e for e in events(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
+    assert health, [(e["stage"], e["event"], e.get("message")) for e in events(done.stdout)]
     said = health[0]["message"]
     assert "container 'sg2' was restarted by its restart policy while starting" in said, said
     assert "RestartCount 0 -> 1" in said, said

@@ -1,12 +1,12 @@
-"""The `systemd` service kind end to end: real pushes to a real sshd sandbox host whose
-service is a unit of the sandbox's systemd TEST STAND-IN (sandbox/ddtree_sandbox/
-systemd_standin.py: unit file, EnvironmentFile=, Restart=on-failure, NRestarts, journal).
+"""The `systemd` service kind end to end: real pushes to a sandbox host that is a container
+with REAL systemd 252 as PID 1 (sandbox/ddtree_sandbox/systemd_host.py): its sshd and
+`sglang.service` (EnvironmentFile= the serve file, Restart=always) are systemd's units.
 
 A push restarts the unit with `systemctl stop` + `start` and the patchset's [serve] flags reach the
-server through `EnvironmentFile=`; a start that crashes loops under Restart=on-failure and the
-health wait ends at the first restart (NRestarts grew) although the service allows 900 s,
-then the rollback leaves the unit active on the old code and flags; a fail pattern in the
-unit's journal ends the wait as well.
+server through `EnvironmentFile=`; a start that crashes loops under Restart=always and the
+health wait ends at the first restart (the real NRestarts grew) although the service allows
+900 s, then the rollback leaves the unit active on the old code and flags; a fail pattern in
+the unit's journal (read after the real cursor) ends the wait as well.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DDTREE_FLAGS = ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budge
 
 @pytest.fixture
 def unit_host(sandbox_factory, tmp_path):
-    """One sandbox host with kind = "systemd" (the stand-in); its inventory's ready_timeout_s
+    """One sandbox host with kind = "systemd" (real systemd); its inventory's ready_timeout_s
     is 900 s, so only the watchdog can end a failed start early."""
     from tests.pipeline.conftest import Deploy
 
