@@ -181,3 +181,28 @@ def test_a_fail_pattern_in_the_journal_ends_the_wait(unit_host, tmp_path):
     assert host.tree_digest() == before
     assert systemctl(host, "is-active", "sglang.service") == "active"
     print(f"\njournal fail line: health failed after {failed[0]['duration_s']:.1f} s")
+
+
+def test_a_real_sglang_server_is_the_unit_and_a_push_restarts_it(sandbox_factory, tmp_path):
+    """The unit's ExecStart is the sandbox's real `python -m sglang.launch_server
+    $SGLANG_ARGS` (EnvironmentFile= the serve file, the tiny target on CPU); a push of the
+    fast patchset restarts it through systemctl and it serves again on the new files."""
+    from tests.pipeline.conftest import Deploy
+
+    sandbox = sandbox_factory(1, service="sglang", service_kind="systemd")
+    host = sandbox.hosts[0]
+    inv = sandbox.inventory_path  # a real start takes 30-80 s on 2 loaded cores
+    inv.write_text(inv.read_text().replace("ready_timeout_s = 60\n", "ready_timeout_s = 300\n"))
+    deploy = Deploy(sandbox=sandbox, patchsets=make_patchset(tmp_path / "fast"))
+    show = dict(line.split("=", 1) for line in systemctl(host, "show", "sglang").splitlines())
+    assert "-m sglang.launch_server $SGLANG_ARGS" in show["ExecStart"], show["ExecStart"]
+    main_pid = show["MainPID"]
+    cmdline = host.run(["cat", f"/proc/{main_pid}/cmdline"]).stdout.replace("\0", " ")
+    assert "sglang.launch_server --model-path" in cmdline, cmdline
+    done = deploy.cli("push", "-H", "host0", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = dict(line.split("=", 1) for line in systemctl(host, "show", "sglang").splitlines())
+    assert after["ActiveState"] == "active" and after["NRestarts"] == "0", after
+    assert after["MainPID"] != main_pid  # restarted by the push's systemctl stop + start
+    assert "The server is fired up and ready to roll" in journal(host, "-o", "cat", "-n", "200")
+    print(f"\nreal sglang under systemd: sandbox up in {sandbox.timings_s['total_s']:.0f} s")
