@@ -10,9 +10,11 @@ install: deps install-py  ## openssh-server, then the tool, its test deps and th
 install-py:  ## the tool, its test deps and the test sandbox (sandbox/) into the current python
 	$(PYTHON) -m pip install -q -e '.[test]' -e ./sandbox
 
-deps:  ## openssh-server for the sandbox hosts, sudo for the become tests (root, Debian/Ubuntu)
-	@{ [ -x /usr/sbin/sshd ] && [ -x /usr/bin/sudo ]; } || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server sudo >/dev/null; }
+deps:  ## openssh-server, sudo (become tests), iptables (silent-cut tests), docker.io + debootstrap (systemd/container hosts) (root, Debian)
+	@{ [ -x /usr/sbin/sshd ] && [ -x /usr/bin/sudo ] && command -v iptables >/dev/null && \
+		[ -x /usr/sbin/dockerd ] && [ -x /usr/sbin/debootstrap ]; } || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server sudo iptables \
+		docker.io debootstrap >/dev/null; }
 
 demo: install  ## sandbox hosts (real sshd), then push -> status -> broken push (auto rollback) -> rollback
 	$(PYTHON) -m ddtree_sandbox demo --workdir $(SANDBOX)

@@ -32,8 +32,28 @@ def base_env():
     return ensure_base_env()
 
 
+@pytest.fixture(scope="session")
+def docker_daemon(base_env):
+    """The session's PRIVATE dockerd (sandbox/ddtree_sandbox/docker_daemon.py) with the
+    sandbox's Debian image imported: systemd hosts and container targets run on it. A
+    missing docker.io or a daemon that does not start is an error, never a skip. Stopped
+    at the end with every container it ran (by id)."""
+    import tempfile
+
+    from ddtree_sandbox.docker_daemon import start_daemon
+
+    root = Path(tempfile.mkdtemp(prefix="ddtree-docker-", dir="/tmp"))
+    daemon = start_daemon(root)
+    try:
+        daemon.ensure_image()
+        yield daemon
+    finally:
+        daemon.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture
-def sandbox_factory(base_env, tmp_path_factory) -> Iterator[Callable[..., object]]:
+def sandbox_factory(base_env, tmp_path_factory, request) -> Iterator[Callable[..., object]]:
     """Start sandboxes with ``sandbox_factory(count, **start_sandbox_kwargs)``; all are stopped
     at teardown. Addresses are picked free (``first_octet=None``) unless given."""
     from ddtree_sandbox import start_sandbox
@@ -50,6 +70,8 @@ def sandbox_factory(base_env, tmp_path_factory) -> Iterator[Callable[..., object
         kwargs.setdefault("service", "stub")
         version = kwargs.get("sglang_version", base_env.sglang_version)
         kwargs.setdefault("base_env", base_env if version == base_env.sglang_version else None)
+        if kwargs.get("service_kind") == "systemd":  # containers with real systemd
+            kwargs.setdefault("docker", request.getfixturevalue("docker_daemon"))
         sandbox = start_sandbox(tmp_path_factory.mktemp("sandbox"), count, **kwargs)
         started.append(sandbox)
         return sandbox

@@ -1,88 +1,103 @@
-"""Sandbox hosts that run their server in a "container": the TEST-ONLY docker stand-in.
+"""Sandbox hosts that run their server in REAL Docker containers (the private dockerd).
 
-``with_docker_standin`` is a ``start_sandbox(customize=...)`` hook: it puts
-``docker_standin.py`` (a test fixture, not Docker) on the host as ``docker``, first on the
-PATH of its logins (a bind mount over ``/usr/local/sbin``, so a real docker CLI in
-``/usr/local/bin`` is never reached there). ``Containers`` drives the stand-in on one host
-and reads what tests check: a container's writable layer, its view of the files, the verbs
-the stand-in was asked to run. An image is the host's own ``/srv`` tree (venv with sglang
-and the stub server), the container's read-only lower dir.
+``docker_login_env`` is a ``start_sandbox(customize=...)`` hook: the host's sshd gives every
+login ``DOCKER_HOST`` of the sandbox's private dockerd (docker_daemon.py), so the agent's
+relay runs the machine's real ``docker`` CLI against it. ``Containers`` drives that daemon
+for one host and reads what tests check: a container's writable layer (overlay2's upper
+dir), its root as the machine sees it, the daemon's events for it (exec, restart, die),
+its log.
+
+The image ``sglang-sandbox`` is the sandbox's Debian bookworm image plus the host's own
+``/srv`` tree copied in (venv with its own sglang, the stub server and its stub.json), so a
+patch lands in a container's writable layer and a recreated container starts from the
+image's files again. The venv's base .pth points at /opt/ddtree-sandbox, bind-mounted
+read-only; the state dirs are a volume (the host's state dir), so the journal outlives a
+recreated container, as the README tells operators to set it up. A container runs on the
+machine's network (``network_host``) or in its own network namespace with a loopback only
+(``--network none``): never a bridge, never a private-range address.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
-import shutil
 import subprocess
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddtree_sandbox.docker_daemon import Daemon
 from ddtree_sandbox.host import SandboxHost
 from ddtree_sandbox.sshd import SshdSpec
 
-STANDIN_SOURCE = Path(__file__).with_name("docker_standin.py")
-STANDIN_BIN = "/usr/local/sbin"  # first on the PATH sshd gives a login
-DOCKER = f"{STANDIN_BIN}/docker"
 IMAGE = "sglang-sandbox"
+OPT = "/opt/ddtree-sandbox"
+STATE_DIR = "/var/lib/ddtree-deploy"  # a volume (the host's state dir), as the README asks
 STUB_MAIN = ("/srv/venv/bin/python", "/srv/service/sglang_stub.py", "serve")
 
 
-def standin_bin_dir(host: SandboxHost) -> Path:
-    return host.hostdir / "docker-bin"
+def docker_login_env(daemon: Daemon) -> Callable[[SandboxHost, SshdSpec], SshdSpec]:
+    """The customize hook: every login on the host talks to ``daemon``."""
+
+    def customize(host: SandboxHost, spec: SshdSpec) -> SshdSpec:
+        extra = (*spec.extra_config, f"SetEnv DOCKER_HOST={daemon.host_url}")
+        return dataclasses.replace(spec, extra_config=extra)
+
+    return customize
 
 
-def standin_state_dir(host: SandboxHost) -> Path:
-    return host.hostdir / "docker-state"
+def build_image(daemon: Daemon, host: SandboxHost, base: str) -> str:
+    """``docker build`` the host's image: ``base`` plus the host's /srv; return its id.
 
-
-def with_docker_standin(host: SandboxHost, spec: SshdSpec) -> SshdSpec:
-    """The customize hook: install the stand-in as the host's ``docker``, with the host's
-    ``/srv`` registered as image ``sglang-sandbox``; return the spec with its bind mount."""
-    bin_dir, state = standin_bin_dir(host), standin_state_dir(host)
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for sub in ("containers", "images"):
-        (state / sub).mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(STANDIN_SOURCE, bin_dir / "docker")
-    (bin_dir / "docker").chmod(0o755)
-    (bin_dir / "docker-standin.json").write_text(json.dumps({"state_dir": str(state)}))
-    image = state / "images" / IMAGE
-    if not image.exists():
-        image.symlink_to(host.hostdir / "srv")
-    binds = (*spec.extra_binds, (str(bin_dir), STANDIN_BIN))
-    return dataclasses.replace(spec, extra_binds=binds)
+    The legacy builder (DOCKER_BUILDKIT=0): it needs no registry and no buildx plugin."""
+    dockerfile = f"FROM {base}\nCOPY . /srv/\nCMD {list(STUB_MAIN)!r}\n".replace("'", '"')
+    env = {**daemon.env(), "DOCKER_BUILDKIT": "0"}
+    done = subprocess.run(
+        ["docker", "build", "-q", "-t", IMAGE, "-f", "-", str(host.hostdir / "srv")],
+        input=dockerfile, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"docker build {IMAGE}: {done.stderr.strip()[-2000:]}")
+    return done.stdout.strip()
 
 
 @dataclass(frozen=True)
 class Containers:
-    """The stand-in's containers on one sandbox host (controller-side helpers for tests)."""
+    """The real containers of one sandbox host (controller-side helpers for tests)."""
 
     host: SandboxHost
+    daemon: Daemon
 
     def docker(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-        """Run the host's ``docker`` (the stand-in) in its mount namespace; never raises."""
-        return self.host.run([DOCKER, *args], timeout_s=timeout_s)
+        """Run docker against the sandbox's daemon; never raises."""
+        return self.daemon.docker(*args, timeout_s=timeout_s)
 
     def run(self, name: str, network_host: bool = False, restart: str = "no") -> str:
         """Start container ``name`` from the host's image, the stub server as its main
-        process (``restart``: its restart policy); return its id. Raises RuntimeError when
-        the stand-in fails."""
-        network = ["--network", "host"] if network_host else []
-        flags = ["--name", name, "--restart", restart, *network]
-        done = self.docker("run", "-d", *flags, IMAGE, *STUB_MAIN)
+        process (``restart``: its restart policy); return its id. Raises RuntimeError."""
+        network = "host" if network_host else "none"
+        self.docker("rm", "-f", name)  # a crashed run's container of that name
+        done = self.docker(
+            "run", "-d", "--name", name, "--restart", restart, "--network", network,
+            "-v", f"{OPT}:{OPT}:ro", "-v", f"{self.host.state_dir_on_disk}:{STATE_DIR}",
+            IMAGE, *STUB_MAIN,
+        )  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"docker run {name}: {done.stderr}")
-        return done.stdout.strip()
+        container_id = done.stdout.strip()
+        self.daemon.started.append(container_id)
+        return container_id
 
     def remove(self, name: str) -> None:
         """``docker rm -f``: the container and its writable layer are gone."""
         self.docker("rm", "-f", name)
 
     def inspect(self, name: str) -> dict[str, Any]:
+        import json
+
         done = self.docker("inspect", "--type", "container", name)
         if done.returncode != 0:
             raise RuntimeError(f"docker inspect {name}: {done.stderr}")
@@ -90,28 +105,30 @@ class Containers:
         return found
 
     def upper_dir(self, name: str) -> Path:
-        """The container's writable layer (its /srv changes), as the controller sees it."""
-        return standin_state_dir(self.host) / "containers" / name / "upper"
+        """The container's writable layer (overlay2's upper dir), as the machine sees it."""
+        return Path(self.inspect(name)["GraphDriver"]["Data"]["UpperDir"])
 
     def root(self, name: str) -> Path:
-        """The container's root as the controller sees it (/proc/PID/root of its init)."""
+        """The container's root as the machine sees it (/proc/PID/root of its init)."""
         return Path(f"/proc/{self.inspect(name)['State']['Pid']}/root")
 
-    def verbs(self) -> list[str]:
-        """The verbs the stand-in ran, oldest first (``restart sg0``, ``exec sg0 ...``)."""
-        log = standin_state_dir(self.host) / "verbs.log"
-        lines = log.read_text().splitlines() if log.exists() else []
-        return [line.split(" ", 1)[1] for line in lines]
+    def events(self, name: str, since: float) -> list[str]:
+        """The daemon's events for container ``name`` since ``since`` (epoch s), oldest
+        first, as ``ACTION`` (``exec_start: /srv/venv/bin/python ...``, ``restart``)."""
+        done = self.docker(
+            "events", "--since", f"{since:.3f}", "--until", f"{time.time():.3f}",
+            "--filter", f"container={name}", "--format", "{{.Action}}",
+        )  # fmt: skip
+        return [line for line in done.stdout.splitlines() if line]
 
     def console(self, name: str) -> str:
-        log = standin_state_dir(self.host) / "containers" / name / "console.log"
-        return log.read_text(errors="replace") if log.exists() else ""
+        """The container's log (its main process's stdout and stderr)."""
+        done = self.docker("logs", name)
+        return done.stdout + done.stderr
 
-    def remove_all(self) -> None:
-        """Stop and drop every container of this host (test teardown)."""
-        containers = standin_state_dir(self.host) / "containers"
-        for cdir in sorted(containers.iterdir()) if containers.is_dir() else []:
-            self.remove(cdir.name)
+    def remove_all(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.remove(name)
 
 
 def tree_sha256(top: Path, skip: Iterable[str] = ("__pycache__",)) -> dict[str, str]:

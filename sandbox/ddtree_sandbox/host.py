@@ -24,6 +24,10 @@ class SandboxHost:
     hostdir: Path
     namespaced: bool
     model: str = "target"  # the tiny model its real server serves (sandbox/models.py)
+    # A systemd host (systemd_host.py): its container's id and the private dockerd's URL;
+    # `run` then goes through `docker exec` instead of entering sshd's mount namespace.
+    container: str | None = None
+    docker_host: str | None = None
 
     @property
     def python(self) -> str:
@@ -70,9 +74,14 @@ class SandboxHost:
     def run(
         self, cmd: str | Sequence[str], timeout_s: float = 120.0
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``cmd`` (shell string or argv) inside this host's mount namespace; never raises
-        on a non-zero exit. Outside root mode it runs directly, with the host's paths."""
+        """Run ``cmd`` (shell string or argv) inside this host's mount namespace (a systemd
+        host: its container); never raises on a non-zero exit. Outside root mode it runs
+        directly, with the host's paths."""
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if self.container is not None:
+            env = {**os.environ, "DOCKER_HOST": self.docker_host or ""}
+            argv = ["docker", "exec", self.container, *argv]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
         if self.namespaced:
             pid = self.sshd_pid()
             if pid is None:

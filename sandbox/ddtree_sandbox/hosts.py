@@ -28,6 +28,7 @@ from ddtree_sandbox.baseenv import (
     ensure_base_env,
 )
 from ddtree_sandbox.cpu_adapt import install_cpu_adapt
+from ddtree_sandbox.docker_daemon import Daemon, start_daemon, stop_recorded_daemon
 from ddtree_sandbox.host import SandboxHost
 from ddtree_sandbox.inventory_file import InventoryHost, build_inventory, render_toml
 from ddtree_sandbox.models import MODEL_KINDS, ModelSet, ensure_models
@@ -59,11 +60,12 @@ from ddtree_sandbox.sshd import (
 )
 from ddtree_sandbox.systemd_host import (
     UNIT,
-    install_standin,
     serve_file,
+    start_container,
     start_unit,
-    stop_units,
+    stop_container,
     unit_serve_args,
+    write_stub_serve_file,
 )
 
 SSH_PORT = 2222
@@ -73,8 +75,9 @@ STUB_MARKER = "sglang_stub.py"
 # tiny model (CPU); "stub" is sglang_stub.py, kept for tests that need its fault knobs.
 SERVICES = ("sglang", "stub")
 # How the inventory runs the service: "command" (start/stop/status scripts) or "systemd"
-# (a unit, through the sandbox's systemd TEST STAND-IN: systemd_host.py; stub only).
+# (a unit of real systemd: the host is a container with systemd as PID 1, systemd_host.py).
 SERVICE_KINDS = ("command", "systemd")
+DOCKER_RECORD = "docker.json"  # the private dockerd this sandbox started, if any
 BASE_PTH_NAME = "ddtree-sandbox-base.pth"
 # Sorts before BASE_PTH_NAME: site.py reads .pth files by name, so the overlay comes first.
 OVERLAY_PTH_NAME = "ddtree-sandbox-0-overlay.pth"
@@ -107,6 +110,8 @@ class Sandbox:
     service: str = "stub"
     models: ModelSet | None = None
     service_kind: str = "command"
+    docker: Daemon | None = None  # the private dockerd of systemd hosts (docker_daemon.py)
+    owns_docker: bool = False  # started by this sandbox: stop_sandbox stops it
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     def host(self, name: str) -> SandboxHost:
@@ -135,12 +140,18 @@ class Sandbox:
             SERVICE_PORT,
         )  # fmt: skip
         if self.service_kind == "systemd":
+            real = self.service == "sglang" and self.models is not None
             return replace(
                 plain,
                 service_kind="systemd",
                 unit=UNIT,
                 args_file=serve_file(host),
-                serve_args=tuple(unit_serve_args(host, SERVICE_PORT)),
+                serve_args=tuple(
+                    host_serve_args(self.models, host, self.base_env.sglang_version)
+                    if real and self.models is not None
+                    else unit_serve_args(host, SERVICE_PORT)
+                ),
+                serve_env=dict(SERVE_ENV) if real else {},
             )
         if self.service != "sglang" or self.models is None:
             return plain
@@ -173,6 +184,8 @@ class Sandbox:
     def stop(self) -> bool:
         """Stop every service and sshd this sandbox started; return True if none is left."""
         stopped = stop_sandbox(self.workdir)
+        if self.owns_docker and self.docker is not None and self.docker.proc is not None:
+            self._procs.append(self.docker.proc)  # reaped below
         for proc in self._procs:
             try:
                 proc.wait(timeout=2)
@@ -195,6 +208,7 @@ def start_sandbox(
     start_services: bool | None = None,
     customize: Callable[[SandboxHost, SshdSpec], SshdSpec] | None = None,
     service_kind: str = "command",
+    docker: Daemon | None = None,
 ) -> Sandbox:
     """Start ``count`` hosts under ``workdir`` and write ``workdir/inventory.toml``.
 
@@ -207,9 +221,10 @@ def start_sandbox(
     Host i listens on 127.0.0.(``first_octet``+i); ``first_octet=None`` picks the first block
     of free addresses from .11 up (what tests use, so parallel sandboxes never collide).
     ``customize`` may change each host's sshd spec before launch (extra config lines, bind
-    mounts, a network namespace: topology tests). ``service_kind="systemd"`` (stub only) runs
-    the service as a unit of the sandbox's systemd TEST STAND-IN (systemd_host.py), the
-    inventory saying ``kind = "systemd"``.
+    mounts, a network namespace: topology tests). ``service_kind="systemd"`` makes every
+    host a Docker container with REAL systemd as PID 1 running its sshd and the server as
+    ``sglang.service`` (systemd_host.py), the inventory saying ``kind = "systemd"``; the
+    containers run on ``docker`` or on a private dockerd the sandbox starts (and stops).
     Leftovers of an earlier sandbox in ``workdir`` are stopped and replaced. Raises
     RuntimeError if an address is taken or an sshd does not come up (everything started is
     stopped first).
@@ -225,8 +240,10 @@ def start_sandbox(
             f"(the CPU adaptation fixture targets their modules); for {sglang_version} use the "
             "stub service"
         )
-    if service_kind not in SERVICE_KINDS or (service_kind == "systemd" and service != "stub"):
-        raise ValueError(f"service_kind: one of {SERVICE_KINDS} (systemd: stub only)")
+    if service_kind not in SERVICE_KINDS:
+        raise ValueError(f"service_kind: one of {SERVICE_KINDS}, got {service_kind!r}")
+    if service_kind == "systemd" and not can_namespace():
+        raise RuntimeError("systemd sandbox hosts need root (a private dockerd, containers)")
     host_models = list(models) if models is not None else ["target"] * count
     if len(host_models) != count or not set(host_models) <= set(MODEL_KINDS):
         raise ValueError(f"models: {count} of {MODEL_KINDS}, got {host_models}")
@@ -280,12 +297,12 @@ def start_sandbox(
             service=service,
             models=model_set,
             service_kind=service_kind,
+            docker=docker,
         )
         try:
-            unit_config: dict[str, tuple[str, ...]] = {}
             for host in hosts:
-                if service_kind == "systemd":
-                    unit_config[host.name] = install_standin(host, STUB_SOURCE.name, SERVICE_PORT)
+                if service_kind == "systemd" and model_set is None:
+                    write_stub_serve_file(host, SERVICE_PORT)
                 if model_set is not None:
                     text = pristine_serve_file(
                         model_set, host, initial_algorithm, base_env.sglang_version
@@ -296,15 +313,14 @@ def start_sandbox(
                     json.dumps({"host": host.address, **DEFAULT_STUB_CONFIG}, indent=2) + "\n"
                 )
             specs = [host.sshd_spec(authorized_keys) for host in hosts]
-            specs = [
-                replace(s, extra_config=s.extra_config + unit_config.get(h.name, ()))
-                for h, s in zip(hosts, specs, strict=True)
-            ]
             if customize is not None:
                 specs = [customize(h, spec) for h, spec in zip(hosts, specs, strict=True)]
-            sandbox._procs.extend(launch_sshd(spec) for spec in specs)
-            for spec, proc in zip(specs, sandbox._procs, strict=True):
-                wait_sshd_ready(spec, proc, ready_timeout_s)
+            if service_kind == "systemd":
+                _start_systemd_hosts(sandbox, specs)
+            else:
+                sandbox._procs.extend(launch_sshd(spec) for spec in specs)
+                for spec, proc in zip(specs, sandbox._procs, strict=True):
+                    wait_sshd_ready(spec, proc, ready_timeout_s)
         except BaseException:
             sandbox.stop()
             raise
@@ -325,6 +341,31 @@ def start_sandbox(
         raise
     timings_s["total_s"] = time.monotonic() - started
     return sandbox
+
+
+def _start_systemd_hosts(sandbox: Sandbox, specs: Sequence[SshdSpec]) -> None:
+    """Start each host's container (real systemd, its sshd a unit) on the sandbox's dockerd,
+    starting a private one first when none was given; the hosts get their container ids."""
+    if sandbox.docker is None:
+        sandbox.docker = start_daemon(_new_docker_root(sandbox.workdir))
+        sandbox.owns_docker = True
+    image = sandbox.docker.ensure_image()
+    script = sandbox.service_script
+    for i, (host, spec) in enumerate(zip(sandbox.hosts, specs, strict=True)):
+        container_id = start_container(sandbox.docker, image, host, spec, sandbox.service, script)
+        sandbox.hosts[i] = replace(
+            host, container=container_id, docker_host=sandbox.docker.host_url
+        )
+
+
+def _new_docker_root(workdir: Path) -> Path:
+    """A short dir for a private dockerd (its socket path must stay under 108 bytes),
+    recorded in ``workdir/docker.json`` so stop_sandbox finds it after a crash."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="ddtree-docker-", dir="/tmp"))
+    (workdir / DOCKER_RECORD).write_text(json.dumps({"root": str(root)}) + "\n")
+    return root
 
 
 def _pick_first_octet(count: int, first_octet: int | None, namespaced: bool) -> int:
@@ -357,11 +398,12 @@ def stop_sandbox(workdir: Path) -> bool:
     hosts_dir = Path(workdir).resolve() / "hosts"
     for hostdir in sorted(hosts_dir.iterdir()) if hosts_dir.is_dir() else []:
         service_pid_file = hostdir / "srv" / "service" / "server.pid"
-        all_stopped &= stop_units(hostdir)  # systemd stand-in units: their supervisors
+        all_stopped &= stop_container(hostdir)  # a systemd host: its container, by id
         # The real server first: stop_pid_file drops a pid file whose process is not a stub.
         all_stopped &= stop_real_server(service_pid_file)
         all_stopped &= stop_pid_file(service_pid_file, STUB_MARKER)
         all_stopped &= _stop_sshd(hostdir)
+    all_stopped &= stop_recorded_daemon(Path(workdir).resolve() / DOCKER_RECORD)
     return all_stopped
 
 

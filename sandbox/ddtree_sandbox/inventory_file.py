@@ -53,7 +53,7 @@ class InventoryHost:
     args_file: str | None = None  # the serve file the real server's script reads
     serve_args: tuple[str, ...] = ()
     serve_env: dict[str, str] = field(default_factory=dict)
-    service_kind: str = "command"  # or "systemd": `unit` through the systemd stand-in
+    service_kind: str = "command"  # or "systemd": `unit` of the container's real systemd
     unit: str | None = None
 
 

@@ -1,7 +1,8 @@
 """The container relay (agent/host/relay.py) through the real local transport and agent
 bundle, with a fake runtime: a `docker` script on PATH whose `exec` runs the command right
-here (no namespaces: tests/containers proves isolation with the sandbox's stand-in). It
-logs every verb, so a test sees which side ran what."""
+here (no namespaces: tests/containers proves isolation on real Docker). It logs every verb,
+so a test sees which side ran what. Its inspect is as long as a real one (6-10 KB: the relay
+once read only its last 4000 characters) and warns on stderr, as a newer CLI does."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ if name != "box":
     sys.exit("Error: No such container: " + name)
 if verb == "inspect":
     running = not os.path.exists(os.path.join(here, "stopped"))
-    print(json.dumps([{{"Id": "{FAKE_ID}", "Image": "sha256:0", "Config": {{"Image": "fake:1"}},
-                       "State": {{"Running": running, "Pid": 4242}}}}]))
+    print(json.dumps([{{"Id": "{FAKE_ID}", "Image": "sha256:0", "Config": {{"Image": "fake:1",
+                       "Env": ["PAD%d=%s" % (i, "x" * 60) for i in range(120)]}},
+                       "State": {{"Running": running, "Pid": 4242}}}}], indent=4))
+    print("WARNING: the client is newer than the daemon", file=sys.stderr)
 elif verb == "exec":
     try:
         os.execvp(sys.argv[4], sys.argv[4:])

@@ -1,6 +1,6 @@
-"""One sandbox host running two "containers" (the TEST-ONLY docker stand-in): sg0 in its own
-network namespace, sg1 on the host's network; inventory hosts c0 and c1 are those two
-containers behind the same SSH endpoint."""
+"""One sandbox host running two REAL Docker containers (the session's private dockerd): sg0
+in its own network namespace (`--network none`, a loopback only), sg1 on the machine's
+network; inventory hosts c0 and c1 are those two containers behind the same SSH endpoint."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from ddtree_sandbox.containers import Containers, with_docker_standin
+from ddtree_sandbox.containers import Containers, build_image, docker_login_env
 from tests.support import run_cli
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -98,21 +98,23 @@ def summary(stdout: str, host: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="package")
-def bench(base_env, tmp_path_factory) -> Iterator[Bench]:
+def bench(base_env, docker_daemon, tmp_path_factory) -> Iterator[Bench]:
     from ddtree_sandbox import start_sandbox
 
     tmp = tmp_path_factory.mktemp("containers")
     sandbox = start_sandbox(tmp / "sandbox", 1, first_octet=None, base_env=base_env,
-                            service="stub", customize=with_docker_standin)  # fmt: skip
-    containers = Containers(sandbox.hosts[0])
+                            service="stub", customize=docker_login_env(docker_daemon))  # fmt: skip
+    containers = Containers(sandbox.hosts[0], docker_daemon)
+    names = [container for container, _net in CONTAINERS.values()]
     try:
+        build_image(docker_daemon, sandbox.hosts[0], docker_daemon.ensure_image())
         inventory = container_inventory(sandbox, tmp / "inventory.toml")
         made = Bench(sandbox, containers, inventory, tmp)
         for container, network_host in CONTAINERS.values():
             containers.run(container, network_host)
-        for container, _net in CONTAINERS.values():  # both import sglang meanwhile
+        for container in names:  # both import sglang meanwhile
             wait_ready(containers, container, 0)
         yield made
     finally:
-        containers.remove_all()
+        containers.remove_all([*names, "sg2"])
         sandbox.stop()

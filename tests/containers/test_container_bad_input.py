@@ -1,4 +1,4 @@
-"""Bad container settings on a real sshd host with the TEST-ONLY docker stand-in: each is
+"""Bad container settings on a real sshd host with real Docker containers: each is
 exit 2 with one message naming the host and the container, and nothing changed (the host's
 /srv, the container's writable layer and every state dir hash the same before and after)."""
 
@@ -36,12 +36,13 @@ CASES = {
 
 
 def digest(bench: Bench) -> dict[str, str]:
-    """Every file that a run could change: the host's /srv (the image), the stand-in's
-    state (writable layers), the host's state dirs."""
+    """Every file that a run could change: the host's /srv (the image's source), the
+    containers' writable layers, the host's state dirs."""
     host = bench.host
     found = {f"srv/{k}": v for k, v in tree_sha256(host.hostdir / "srv").items()}
-    layers = host.hostdir / "docker-state" / "containers"
-    found |= {f"layers/{k}": v for k, v in tree_sha256(layers).items() if k.endswith(".py")}
+    for name in ("sg0", "sg1"):
+        layer = tree_sha256(bench.containers.upper_dir(name))
+        found |= {f"{name}/{k}": v for k, v in layer.items() if k.endswith(".py")}
     found |= {f"state/{k}": v for k, v in tree_sha256(host.state_dir_on_disk).items()}
     return found
 

@@ -3,8 +3,10 @@ policy on-failure, as serving containers usually run) crashes 3 s into its start
 code; the runtime restarts the container, which ends the agent waiting for health inside
 it. The relay on the host inspects the container and fails health at once, naming the
 restart, instead of waiting out ready_timeout_s (900 s here). The rollback then restores
-the container's files and the server comes back on the old code. Measured here: health
-failed 15.9 s after the restart (the container's server imports sglang, then crashes).
+the container's files and the server comes back on the old code. Real Docker (the session's
+private dockerd), `--restart on-failure`. Measured here: health failed 20.2 s and 35.6 s
+after the restart on 2 cores shared with other test runs (the server imports sglang, then
+crashes 3 s later).
 Slow (make faults); tests/agent/test_container_watch.py checks the verdicts in make test.
 """
 
@@ -58,10 +60,14 @@ def test_a_container_restarted_by_its_policy_fails_health_at_once(bench, sg2, tm
     end = summary(done.stdout, "c2")
     assert end["data"]["outcome"] == "rolled_back", end
     health = [e for e in events(done.stdout) if e["stage"] == "health" and e["event"] == "fail"]
+    assert health, [(e["stage"], e["event"], e.get("message")) for e in events(done.stdout)]
     said = health[0]["message"]
     assert "container 'sg2' was restarted by its restart policy while starting" in said, said
     assert "RestartCount 0 -> 1" in said, said
     waited = health[0]["duration_s"]
-    assert waited < 30, f"{waited:.1f}s: the wait was not cut short"  # ready_timeout_s: 900
+    # ready_timeout_s is 900; the wait includes the server's sglang import (10-30 s on 2
+    # loaded cores) and its 3 s before the crash
+    assert waited < 120, f"{waited:.1f}s: the wait was not cut short"
+    print(f"\ncontainer restarted by its policy: health failed {waited:.1f} s after the restart")
     assert container_view(bench, "sg2") == image_view(bench)  # rolled back in the container
     wait_ready(bench.containers, "sg2", before)  # and serving on the old code again

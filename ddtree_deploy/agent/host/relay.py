@@ -48,6 +48,26 @@ STDERR_TAIL_CHARS = 1500
 CANNOT_START = (126, 127)  # the runtime's (and a shell's) "cannot execute" / "not found"
 
 
+def inspect_output(argv):
+    """(exit code, the WHOLE stdout, stderr) of `RUNTIME inspect`: a real container's inspect
+    is 6-10 KB of JSON, more than run_argv's 4000-character tail, and a runtime's warning on
+    stderr must not end up inside the JSON. 127 when the runtime is missing."""
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=INSPECT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            errors="replace",
+        )
+    except FileNotFoundError:
+        return 127, "command not found: %s" % argv[0], ""
+    except subprocess.TimeoutExpired:
+        return 124, "", "timed out after %ss: %s" % (INSPECT_TIMEOUT_S, argv[0])
+    return done.returncode, done.stdout, done.stderr
+
+
 class Refused(Exception):
     """The request cannot run here: `code` (wire_container) and the reason for people."""
 
@@ -195,7 +215,7 @@ class Relay:
         """Return the container's ContainerFacts; raises Refused(NOT_STARTED) when the runtime
         is missing, knows no such container, or answers something unreadable."""
         argv = [spec.runtime, "inspect", "--type", "container", spec.name]
-        code, output = run_argv(argv, INSPECT_TIMEOUT_S)
+        code, output, errors = inspect_output(argv)
         if code == 127 and output.startswith("command not found"):
             message = "container runtime %r not found on the host (PATH=%s)" % (
                 spec.runtime,
@@ -203,7 +223,7 @@ class Relay:
             )
             raise Refused(NOT_STARTED, message)
         if code != 0:
-            why = output.strip()[-STDERR_TAIL_CHARS:]
+            why = (output + errors).strip()[-STDERR_TAIL_CHARS:]
             if "no such" in why.lower():
                 raise Refused(NOT_STARTED, "no container %r on the host (%s)" % (spec.name, why))
             message = "%s inspect %s exited %s: %s" % (spec.runtime, spec.name, code, why)
