@@ -151,7 +151,7 @@ class Sandbox:
                     if real and self.models is not None
                     else unit_serve_args(host, SERVICE_PORT)
                 ),
-                serve_env=dict(SERVE_ENV) if real else {},
+                serve_env=(serve_env(self.models.path(host.model)) if real and self.models else {}),
             )
         if self.service != "sglang" or self.models is None:
             return plain
