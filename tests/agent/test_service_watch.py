@@ -53,6 +53,8 @@ SERVICE = (
     else:
         if mode == "schedex":
             say("[t] Scheduler hit an exception: Traceback (most recent call last):")
+            time.sleep(0.5)  # the traceback's last line, the error, comes a little later
+            say("ValueError: DDTREE refuses this target (a hybrid one)")
             time.sleep(600)
         if mode == "progress":
             say("[t] Load weight end. elapsed=0.05 s, key=SECRET-KEY-1")
@@ -106,6 +108,8 @@ def test_a_fail_line_ends_a_900_s_wait_at_once_and_without_it_the_wait_runs_out(
     assert failed.op == "health" and failed.code == Code.UNHEALTHY, answer
     assert "fail pattern 'Scheduler hit an exception'" in failed.error, failed.error
     assert "Scheduler hit an exception: Traceback" in failed.error
+    # the error itself, written after the line that matched, is quoted too
+    assert "the server's error: ValueError: DDTREE refuses this target" in failed.error
     assert "Scheduler hit an exception" in failed.data["log"]
     assert waited < 60, waited  # not the 900 s the service allows
     # control: the same server with no fail patterns is only caught by the timeout

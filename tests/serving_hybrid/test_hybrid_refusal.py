@@ -75,6 +75,8 @@ def test_push_213_to_a_hybrid_host_fails_at_start_names_it_and_rolls_back(servin
     assert pushed.returncode == 1, pushed.stderr[-4000:]
     message = summary(pushed.stdout)["host0"]["message"]
     assert "rolled back" in message, message
+    # the push's own message says why: the refusal's words, quoted from the server's log
+    assert "hybrid linear-attention/Mamba target" in message, message
     log = (serving_hybrid.host("host0").service_dir_on_disk / "server.log").read_text()
     assert "hybrid linear-attention/Mamba target (GDN (Qwen3_5TextConfig))" in log, log[-3000:]
     serving_hybrid.assert_pristine("host0")

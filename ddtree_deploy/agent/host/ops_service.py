@@ -1,5 +1,6 @@
 """The ops that touch the running server: restart and health (with the start-up watchdog)."""
 
+import re
 import subprocess
 import time
 
@@ -14,6 +15,8 @@ STATUS_TIMEOUT_S = 30
 HEALTH_REQUEST_TIMEOUT_S = 20  # sglang's own health probe may take up to 20 s: never cut it
 STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
 FIRST_RETRY_S = 0.005  # health: the wait after the first refused poll, doubled up to the interval
+ERROR_WAIT_S = 2.0  # a fail line: how long the traceback's last line (the error) may take
+ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception): .+)$")  # `ValueError: why`, any prefix
 
 
 def run_argv(argv, timeout_s):
@@ -208,6 +211,9 @@ def op_health(ctx, args):
                 waited,
                 failed[1],
             )
+            error = _error_line(service)
+            if error:
+                message += "; the server's error: " + error
             _unhealthy(service, message, watch)
         if time.monotonic() >= deadline:
             message = "%s not ready after %ss (last: %s)" % (
@@ -232,6 +238,22 @@ def op_health(ctx, args):
             _unhealthy(service, message, watch)
         time.sleep(max(0.0, min(wait_s, interval_s, deadline - time.monotonic())))
         wait_s = min(wait_s * 2, interval_s)
+
+
+def _error_line(service):
+    """The last `SomeError: why` line of the service's log (redacted, at most 300 chars), or
+    None. A fail pattern matches a traceback's first line (sglang's `Scheduler hit an
+    exception: Traceback ...`); the error that says why (a start-up refusal's own words)
+    is its last, so the log is read again for up to ERROR_WAIT_S until one shows."""
+    deadline = time.monotonic() + ERROR_WAIT_S
+    while True:
+        for line in reversed(_service_log(service).splitlines()):
+            found = ERROR_LINE.search(line.rstrip())
+            if found:
+                return found.group(1)[:300]
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
 
 
 def _unhealthy(service, message, watch):
