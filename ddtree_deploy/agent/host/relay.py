@@ -30,6 +30,7 @@ import tempfile
 import time
 
 from .entries import run_entry
+from .inspect_runtime import inspect_output
 from .ops_service import run_argv
 from .wire import BEGIN, END, Code, OpFailed, pack_bundle, parse_args
 from .wire_container import (
@@ -41,31 +42,10 @@ from .wire_container import (
     runs_on_host,
 )
 
-INSPECT_TIMEOUT_S = 60
 LOGS_TIMEOUT_S = 30
 CHILD_EXIT_WAIT_S = 10
 STDERR_TAIL_CHARS = 1500
 CANNOT_START = (126, 127)  # the runtime's (and a shell's) "cannot execute" / "not found"
-
-
-def inspect_output(argv):
-    """(exit code, the WHOLE stdout, stderr) of `RUNTIME inspect`: a real container's inspect
-    is 6-10 KB of JSON, more than run_argv's 4000-character tail, and a runtime's warning on
-    stderr must not end up inside the JSON. 127 when the runtime is missing."""
-    try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=INSPECT_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            errors="replace",
-        )
-    except FileNotFoundError:
-        return 127, "command not found: %s" % argv[0], ""
-    except subprocess.TimeoutExpired:
-        return 124, "", "timed out after %ss: %s" % (INSPECT_TIMEOUT_S, argv[0])
-    return done.returncode, done.stdout, done.stderr
 
 
 class Refused(Exception):
