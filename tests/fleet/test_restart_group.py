@@ -28,7 +28,11 @@ from tests.support import run_cli
 
 pytestmark = pytest.mark.hosts
 
-STATE_SMOKE = "/var/lib/ddtree-deploy/smoke"
+# A .pth in a worker's site-packages that ends every smoke suite's python at start (a suite
+# runs with $DDTREE_SMOKE_RESULT set; `python -I` still reads site-packages' .pth files), so
+# that worker's suites give no result: a smoke failure on one member.
+FAIL_SUITES_PTH = "import os; os.environ.get('DDTREE_SMOKE_RESULT') and os._exit(7)\n"
+FAIL_SUITES_NAME = "zz_ddtree_test_fail_smoke.pth"
 
 
 @pytest.fixture
@@ -40,7 +44,7 @@ def group(fleet_factory):
         yield fleet, leader
     finally:
         for host in fleet.hosts:
-            host.run(["chattr", "-i", STATE_SMOKE])
+            (host.site_packages_on_disk / FAIL_SUITES_NAME).unlink(missing_ok=True)
 
 
 def _first(events, host: str, stage: str, kind: str) -> str:
@@ -131,8 +135,7 @@ def _push_rolled_back(fleet, host: str, said: str) -> list[int]:
 def test_a_smoke_failure_on_one_worker_rolls_back_all_three(group):
     fleet, leader = group
     worker = fleet.hosts[2]
-    assert worker.run(["mkdir", "-p", STATE_SMOKE]).returncode == 0
-    assert worker.run(["chattr", "+i", STATE_SMOKE]).returncode == 0  # the suites cannot land
+    (worker.site_packages_on_disk / FAIL_SUITES_NAME).write_text(FAIL_SUITES_PTH)
     starts = _push_rolled_back(fleet, "host0", "member host2 failed")
     assert [start_count(h) for h in fleet.hosts] == starts  # nothing restarted
     for host in fleet.hosts:

@@ -37,7 +37,7 @@ def trim_lossless(root: Path, prompts: int, tokens: int) -> None:
     kept = [line for line in lines if line.lstrip().startswith("{ input_ids")][:prompts]
     rest = lines[[i for i, line in enumerate(lines) if line.startswith("]")][0] :]
     spec.write_text(head + "prompts = [\n" + "".join(kept) + "".join(rest))
-    write_lock(load_patchset(root))
+    write_lock(load_patchset(root), replace=True)  # a copy never pushed: re-locked
 
 
 class HybridServing(Serving):

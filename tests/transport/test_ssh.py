@@ -81,7 +81,10 @@ def test_shell_metacharacters_in_inventory_values_run_nothing(sandbox_factory, t
     )
     sandbox.inventory_path.write_text(text)
     done = run_cli("hosts", "check", "-H", "host0", "-i", str(sandbox.inventory_path))
-    assert done.returncode == 3  # no such interpreter: the whole string is one argv word
+    # no such interpreter: the whole string is one argv word; a python the host cannot run
+    # is a config error (exit 2) naming the key
+    assert done.returncode == 2, done.stderr
+    assert "inventory key 'python'" in done.stdout + done.stderr
     text = text.replace(
         f'python = "/srv/venv/bin/python; touch {marker}"', 'python = "/srv/venv/bin/python"'
     )
