@@ -14,7 +14,7 @@ import pytest
 from tests.faults.hostside import HOLD_PYTHON, FaultHost
 from tests.faults.matrix import CELLS, Cell
 from tests.faults.runner import run_cell
-from tests.faults.test_matrix import UNFINISHED
+from tests.faults.test_matrix import assert_cell_ends_as_expected
 from tests.targets.become_sandbox import LOGIN_USER, start_become_sandbox, write_become_inventory
 
 pytestmark = [pytest.mark.hosts, pytest.mark.slow]
@@ -37,21 +37,4 @@ def become_fault_host(base_env):
 def test_fault_cell_through_become(become_fault_host, tmp_path, cell: Cell):
     inventory = become_fault_host.sandbox.inventory_path.read_text()
     assert f'user = "{LOGIN_USER}"' in inventory and 'become = "sudo"' in inventory
-    run = run_cell(become_fault_host, cell, tmp_path)
-    said = run.stderr[-3000:]
-    assert run.exit == cell.exit, said
-    if cell.recover:
-        assert run.journal_after_push[-1]["state"] in UNFINISHED, run.journal_after_push
-        assert run.recover_exit == 0, said
-    changed = sorted(p for p in set(run.digest) | set(run.expected)
-                     if run.digest.get(p) != run.expected.get(p))  # fmt: skip
-    assert not changed, f"tree is neither before nor after: {changed}\n{said}"
-    assert run.running == cell.running, said
-    states = [e["state"] for e in run.journal]
-    assert not UNFINISHED & set(states[-1:]), states
-    if run.journal:
-        assert states[-1] == ("committed" if cell.end == "after" else "rolled_back"), states
-    if cell.lock_left:
-        assert run.lock is not None and run.locked_push.startswith("exit 4"), run.locked_push
-    else:
-        assert run.lock is None, (run.lock, said)
+    assert_cell_ends_as_expected(run_cell(become_fault_host, cell, tmp_path), cell)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.matrix import CELLS, Cell
-from tests.faults.runner import run_cell
+from tests.faults.runner import CellRun, run_cell
 
 pytestmark = pytest.mark.hosts
 UNFINISHED = {"installing", "rollback_failed"}
@@ -22,6 +22,14 @@ def _param(cell: Cell):
 @pytest.mark.parametrize("cell", [_param(c) for c in CELLS])
 def test_fault_cell(fault_host, tmp_path, cell: Cell):
     run = run_cell(fault_host, cell, tmp_path)
+    assert_cell_ends_as_expected(run, cell)
+    if cell.lock_left:
+        assert "locked by" in run.locked_push and "--break-lock" in run.locked_push
+
+
+def assert_cell_ends_as_expected(run: CellRun, cell: Cell) -> None:
+    """The cell's exit code, journal and lock, the tree before or after (never between), the
+    server running as the cell says; shared by the root and the `become` matrix."""
     said = run.stderr[-3000:]
     assert run.exit == cell.exit, said
     if cell.recover:
@@ -37,6 +45,5 @@ def test_fault_cell(fault_host, tmp_path, cell: Cell):
         assert states[-1] == ("committed" if cell.end == "after" else "rolled_back"), states
     if cell.lock_left:
         assert run.lock is not None and run.locked_push.startswith("exit 4"), run.locked_push
-        assert "locked by" in run.locked_push and "--break-lock" in run.locked_push
     else:
         assert run.lock is None, (run.lock, said)

@@ -124,8 +124,23 @@ def open_private(path, mode="rb", encoding=None):
     file object, once its descriptor shows it is this user's alone. Raises
     FileNotFoundError when it is missing, OpFailed(unsafe_path) when it is a link or not
     private, OSError otherwise."""
+    fd = _open_checked(path, _FILE_FLAGS)
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding=encoding or "utf-8")
+
+
+def check_private_dir(path):
+    """Raise OpFailed(unsafe_path) unless `path` (a dir inside the state dir: backups/ID,
+    its files/) is a real dir that is this user's alone. FileNotFoundError when missing."""
+    os.close(_open_checked(path, _DIR_FLAGS))
+
+
+def _open_checked(path, flags):
+    """Open `path` with `flags` (O_NOFOLLOW among them) and return the descriptor once
+    check_private_fd passes on it; a link is refused by name, FileNotFoundError kept."""
     try:
-        fd = os.open(path, _FILE_FLAGS)
+        fd = os.open(path, flags)
     except OSError as exc:
         if os.path.islink(path):
             _refuse(path, "a symbolic link")
@@ -135,24 +150,7 @@ def open_private(path, mode="rb", encoding=None):
     except BaseException:
         os.close(fd)
         raise
-    if "b" in mode:
-        return os.fdopen(fd, mode)
-    return os.fdopen(fd, mode, encoding=encoding or "utf-8")
-
-
-def check_private_dir(path):
-    """Raise OpFailed(unsafe_path) unless `path` (a dir inside the state dir: backups/ID,
-    its files/) is a real dir that is this user's alone. FileNotFoundError when missing."""
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError as exc:
-        if os.path.islink(path):
-            _refuse(path, "a symbolic link")
-        raise exc
-    try:
-        check_private_fd(fd, path)
-    finally:
-        os.close(fd)
+    return fd
 
 
 def private_sha256(path):
