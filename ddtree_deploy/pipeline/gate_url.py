@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ddtree_deploy.agent.host.ops_gate import op_gate_measure
-from ddtree_deploy.agent.host.wire import GateArgs, OpFailed
+from ddtree_deploy.agent.host.wire import OpFailed
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
 from ddtree_deploy.gate.compare import GateCheck, compare, describe_failures
 from ddtree_deploy.gate.settings import GateConfig, GateMode, GateSettings, resolve
 from ddtree_deploy.pipeline.gate import read_baseline
 from ddtree_deploy.pipeline.push_gate import SPEED_CHECKS, describe_measurement, unusable
 from ddtree_deploy.stages import PreparedPatchset
+from ddtree_deploy.stages.gate_plan import gate_args
 
 
 @dataclass(frozen=True)
@@ -55,21 +56,9 @@ def measure_url(
     url: str, settings: GateSettings, phase: str, load: bool, api_key_env: str | None = None
 ) -> GateMeasurement:
     """Measure the server at `url` (raises OpFailed as the agent's op does)."""
-    loads = load and settings.loads
-    args = GateArgs(
-        server_url=url.rstrip("/"),
-        prompts=[dict(p) for p in settings.prompts],
-        phase=phase,
-        max_new_tokens=settings.max_new_tokens,
-        warmup_requests=settings.warmup_requests,
-        rounds=settings.rounds,
-        request_timeout_s=settings.request_timeout_s,
-        load_requests=settings.requests if loads else 0,
-        concurrency=settings.concurrency,
-        bake_s=settings.bake_s if loads else 0.0,
-        health_url=url.rstrip("/") + "/health" if loads else None,
-        metrics=bool(settings.thresholds.metrics),
-        api_key_env=api_key_env,
+    health_url = url.rstrip("/") + "/health"
+    args = gate_args(
+        url, settings, phase, load=load, health_url=health_url, api_key_env=api_key_env
     )
     with tempfile.TemporaryDirectory() as state_dir:  # nothing is saved: no save_as/read_as
         ctx = types.SimpleNamespace(state_dir=state_dir)

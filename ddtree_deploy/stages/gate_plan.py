@@ -59,24 +59,53 @@ def gate_op(
 ) -> Op:
     """Return the gate_measure op: the replay (and with `load`, the sustained load and
     bake) against the host's server, labelled `phase`, saved/read where asked."""
-    loads = load and settings.loads
     return Op.of(
-        wire.GateArgs(
-            server_url=host.smoke.server_url.rstrip("/"),
-            prompts=[dict(p) for p in settings.prompts],
-            phase=phase,
-            max_new_tokens=settings.max_new_tokens,
-            warmup_requests=settings.warmup_requests,
-            rounds=settings.rounds,
-            request_timeout_s=settings.request_timeout_s,
-            load_requests=settings.requests if loads else 0,
-            concurrency=settings.concurrency,
-            bake_s=settings.bake_s if loads else 0.0,
-            health_url=host.service.health_url if loads else None,
-            metrics=bool(settings.thresholds.metrics),
+        gate_args(
+            host.smoke.server_url,
+            settings,
+            phase,
+            load=load,
+            health_url=host.service.health_url,
             save_as=save_as,
             read_as=read_as,
             api_key_file=host.smoke.api_key_file,
             api_key_env=host.smoke.api_key_env,
         )
+    )
+
+
+def gate_args(
+    server_url: str,
+    settings: GateSettings,
+    phase: str,
+    *,
+    load: bool,
+    health_url: str | None,
+    save_as: str | None = None,
+    read_as: str | None = None,
+    api_key_file: str | None = None,
+    api_key_env: str | None = None,
+) -> wire.GateArgs:
+    """Return the gate_measure arguments for the server at `server_url`: the replay of
+    `settings` labelled `phase`, and with `load` (when the settings load at all) the
+    sustained load and bake, watching `health_url`. Used by a host's op and by `gate --url`,
+    which measures from the controller."""
+    loads = load and settings.loads
+    return wire.GateArgs(
+        server_url=server_url.rstrip("/"),
+        prompts=[dict(p) for p in settings.prompts],
+        phase=phase,
+        max_new_tokens=settings.max_new_tokens,
+        warmup_requests=settings.warmup_requests,
+        rounds=settings.rounds,
+        request_timeout_s=settings.request_timeout_s,
+        load_requests=settings.requests if loads else 0,
+        concurrency=settings.concurrency,
+        bake_s=settings.bake_s if loads else 0.0,
+        health_url=health_url if loads else None,
+        metrics=bool(settings.thresholds.metrics),
+        save_as=save_as,
+        read_as=read_as,
+        api_key_file=api_key_file,
+        api_key_env=api_key_env,
     )
