@@ -32,10 +32,7 @@ def serving(base_env, tmp_path_factory):
         build_broken_patchset(DDTREE_110, patchsets, variant)
     for variant in GATE_VARIANTS:
         build_gate_patchset(DDTREE_110, patchsets, variant)
-    state = Serving(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
-    for host in sandbox.hosts:
-        state.pristine_serve[host.name] = state.serve_file(host.name)
-        state.pristine_tree[host.name] = host.tree_digest()
+    state = Serving.record(sandbox, patchsets, workdir)
     yield state
     sandbox.stop()
 

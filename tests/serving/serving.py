@@ -31,6 +31,16 @@ class Serving:
     pristine_tree: dict[str, dict[str, str]]
     runs: int = 0
 
+    @classmethod
+    def record(cls, sandbox: Any, patchsets: Path, workdir: Path) -> Serving:
+        """The sandbox with each host's serve file and tree as they are now: the pristine
+        state `restore` and `assert_pristine` hold the hosts to."""
+        state = cls(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
+        for host in sandbox.hosts:
+            state.pristine_serve[host.name] = state.serve_file(host.name)
+            state.pristine_tree[host.name] = host.tree_digest()
+        return state
+
     def host(self, name: str) -> Any:
         return self.sandbox.host(name)
 

@@ -73,10 +73,7 @@ def serving_hybrid(tmp_path_factory):
             patchsets / "ddtree" / "2.2.0", patchsets, variant, HYBRID_VARIANTS
         )
         trim_lossless(patchsets / "ddtree" / ref.split("@")[1], 8, 32)
-    state = HybridServing(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
-    for host in sandbox.hosts:
-        state.pristine_serve[host.name] = state.serve_file(host.name)
-        state.pristine_tree[host.name] = host.tree_digest()
+    state = HybridServing.record(sandbox, patchsets, workdir)
     yield state
     sandbox.stop()
 

@@ -30,11 +30,8 @@ def serving_v2(tmp_path_factory):
     copy_patchset(DDTREE_210, patchsets / "ddtree" / "2.1.0")
     for variant in V2_VARIANTS:
         build_broken_patchset(DDTREE_210, patchsets, variant, V2_VARIANTS)
-    state = Serving(sandbox, patchsets, workdir, pristine_serve={}, pristine_tree={})
+    state = Serving.record(sandbox, patchsets, workdir)
     state.dflash_accept = {}  # host -> DFLASH's accept length on the gate's prompts
-    for host in sandbox.hosts:
-        state.pristine_serve[host.name] = state.serve_file(host.name)
-        state.pristine_tree[host.name] = host.tree_digest()
     yield state
     sandbox.stop()
 
