@@ -26,7 +26,7 @@ test: install lint  ## the whole suite but serving_full: unit tests, real-sshd h
 	$(PYTHON) -m pytest -q -m "not slow and not serving_full" --durations=30
 
 test-serving: install  ## DDTree on real sglang servers (0.5.13.post1 and 0.5.23, the hybrid GDN target too): every control, serving_full included
-	$(PYTHON) -m pytest -q tests/serving tests/serving_v2 tests/serving_hybrid tests/sandbox/test_cpu_fixture.py \
+	$(PYTHON) -m pytest -q tests/serving tests/serving_v2 tests/serving_hybrid tests/serving_tp tests/sandbox/test_cpu_fixture.py \
 		tests/targets/test_target_hosts.py::test_push_ddtree_200_to_real_sglang_0523
 
 test-fast: install-py  ## unit tests, the agent's ops on a temp dir and the pipeline's decisions: no root, no sshd

@@ -24,6 +24,7 @@ class SandboxHost:
     hostdir: Path
     namespaced: bool
     model: str = "target"  # the tiny model its real server serves (sandbox/models.py)
+    tp_size: int = 1  # its real server's --tp-size (serving.TP_SIZES)
     # A systemd host (systemd_host.py): its container's id and the private dockerd's URL;
     # `run` then goes through `docker exec` instead of entering sshd's mount namespace.
     container: str | None = None

@@ -45,11 +45,12 @@ from ddtree_sandbox.service import (
     SERVE_FILE_NAME,
     SERVICE_PORT,
     host_serve_args,
+    host_serve_env,
     pristine_serve_file,
     stop_real_server,
     wait_healthy,
 )
-from ddtree_sandbox.serving import SERVING_VERSIONS, serve_env
+from ddtree_sandbox.serving import SERVING_VERSIONS, TP_SIZES
 from ddtree_sandbox.sshd import (
     SSHD,
     SshdSpec,
@@ -151,7 +152,7 @@ class Sandbox:
                     if real and self.models is not None
                     else unit_serve_args(host, SERVICE_PORT)
                 ),
-                serve_env=(serve_env(self.models.path(host.model)) if real and self.models else {}),
+                serve_env=(host_serve_env(self.models, host) if real and self.models else {}),
             )
         if self.service != "sglang" or self.models is None:
             return plain
@@ -160,7 +161,7 @@ class Sandbox:
             service_script=REAL_SOURCE.name,
             args_file=f"{host.service_dir}/{SERVE_FILE_NAME}",
             serve_args=tuple(host_serve_args(self.models, host, self.base_env.sglang_version)),
-            serve_env=serve_env(self.models.path(host.model)),
+            serve_env=host_serve_env(self.models, host),
         )
 
     def start_services(self, timeout_s: float = 300.0) -> None:
@@ -209,6 +210,8 @@ def start_sandbox(
     customize: Callable[[SandboxHost, SshdSpec], SshdSpec] | None = None,
     service_kind: str = "command",
     docker: Daemon | None = None,
+    tp_size: int = 1,
+    model_recipe: dict[str, float | int] | None = None,
 ) -> Sandbox:
     """Start ``count`` hosts under ``workdir`` and write ``workdir/inventory.toml``.
 
@@ -225,6 +228,10 @@ def start_sandbox(
     host a Docker container with REAL systemd as PID 1 running its sshd and the server as
     ``sglang.service`` (systemd_host.py), the inventory saying ``kind = "systemd"``; the
     containers run on ``docker`` or on a private dockerd the sandbox starts (and stops).
+    ``tp_size`` 2 serves each real sglang 0.5.23 server at ``--tp-size 2`` (one core per
+    rank, serving.TP_ENV); ``model_recipe`` builds the tiny models from another recipe
+    (models.DEFAULT_RECIPE's keys, e.g. ``{"vocab_size": 62}``: two real TP shards).
+
     Leftovers of an earlier sandbox in ``workdir`` are stopped and replaced. Raises
     RuntimeError if an address is taken or an sshd does not come up (everything started is
     stopped first).
@@ -240,6 +247,9 @@ def start_sandbox(
             f"(the CPU adaptation fixture targets their modules); for {sglang_version} use the "
             "stub service"
         )
+    serves_tp = (service, sglang_version) == ("sglang", "0.5.23")
+    if tp_size not in TP_SIZES or (tp_size > 1 and not serves_tp):
+        raise ValueError(f"tp_size: one of {TP_SIZES}, > 1 only for real sglang 0.5.23 servers")
     if service_kind not in SERVICE_KINDS:
         raise ValueError(f"service_kind: one of {SERVICE_KINDS}, got {service_kind!r}")
     if service_kind == "systemd" and not can_namespace():
@@ -260,7 +270,7 @@ def start_sandbox(
     stop_sandbox(workdir)
     base_env = base_env or ensure_base_env(sglang_version)
     timings_s = {"base_env_s": time.monotonic() - started}
-    model_set = ensure_models(base_env) if service == "sglang" else None
+    model_set = ensure_models(base_env, model_recipe) if service == "sglang" else None
     timings_s["models_s"] = time.monotonic() - started - timings_s["base_env_s"]
     identity_file = workdir / "id_ed25519"
     authorized_keys = workdir / "authorized_keys"
@@ -282,6 +292,7 @@ def start_sandbox(
                 hostdir=hostdir,
                 namespaced=namespaced,
                 model=host_models[i],
+                tp_size=tp_size,
             )
             for i, (name, hostdir) in enumerate(zip(names, hostdirs, strict=True))
         ]

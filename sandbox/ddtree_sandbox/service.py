@@ -35,23 +35,29 @@ def host_serve_args(models: ModelSet, host: SandboxHost, sglang_version: str) ->
     CPU settings and the DFlash draft; a patchset's [serve] adds the algorithm."""
     model_dir = models.path(host.model)
     return [
-        *base_launch_args(model_dir, host.address, SERVICE_PORT),
+        *base_launch_args(model_dir, host.address, SERVICE_PORT, tp_size=host.tp_size),
         *dflash_args(models.draft, DFLASH_BLOCK_SIZE, sglang_version)[2:],  # all but the algorithm
     ]
+
+
+def host_serve_env(models: ModelSet, host: SandboxHost) -> dict[str, str]:
+    """The host's server environment (inventory `serve.env`, the pristine serve file's)."""
+    return serve_env(models.path(host.model), host.tp_size)
 
 
 def pristine_serve_file(
     models: ModelSet, host: SandboxHost, algorithm: str | None, sglang_version: str
 ) -> str:
     """The serve file an operator would have written before any push (DFLASH or plain)."""
-    args = base_launch_args(models.path(host.model), host.address, SERVICE_PORT)
+    model_dir = models.path(host.model)
+    args = base_launch_args(model_dir, host.address, SERVICE_PORT, tp_size=host.tp_size)
     if algorithm == "DFLASH":
         args += dflash_args(models.draft, DFLASH_BLOCK_SIZE, sglang_version)
     lines = [
         f"# sglang on sandbox host {host.name}: {host.model} model, "
         f"{algorithm or 'no speculative decoding'} (written by the sandbox, as an operator would)",
         f'SGLANG_ARGS="{" ".join(args)}"',
-        *(f'{key}="{value}"' for key, value in sorted(serve_env(models.path(host.model)).items())),
+        *(f'{key}="{value}"' for key, value in sorted(host_serve_env(models, host).items())),
     ]
     return "\n".join(lines) + "\n"
 

@@ -59,7 +59,17 @@ HYBRID_ENV: dict[str, str] = {"TRITON_INTERPRET": "1", "SGLANG_MAMBA_CONV_DTYPE"
 # tp 1, no overlap scheduling              (defaults here; the check refuses others).
 
 
-def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = None) -> list[str]:
+# A server at --tp-size N > 1 on this CPU (sglang 0.5.23; docs/ddtree.md, "A real --tp-size 2
+# server"): one core per rank (numa_utils asserts ranks <= NUMA nodes unless the binding is
+# given), and eager mode (the TP embedding's masked input is a torch.compile function whose
+# inductor CPU backend needs a C++ toolchain and setuptools; eager gives the same numbers).
+TP_ENV: dict[str, str] = {"SGLANG_CPU_OMP_THREADS_BIND": "0|1", "TORCH_COMPILE_DISABLE": "1"}
+TP_SIZES = (1, 2)
+
+
+def base_launch_args(
+    model_dir: Path, host: str, port: int, dtype: str | None = None, tp_size: int = 1
+) -> list[str]:
     """Return the ``sglang.launch_server`` flags of a plain CPU server for ``model_dir``.
 
     ``dtype`` defaults to the ``torch_dtype`` of ``model_dir/config.json`` when that file
@@ -103,6 +113,8 @@ def base_launch_args(model_dir: Path, host: str, port: int, dtype: str | None = 
         # the host env (requirements-sglang-*.txt).
         "--enable-metrics",
         *(HYBRID_ARGS if is_hybrid_model(Path(model_dir)) else ()),
+        # Tensor parallelism over the CPU's cores (gloo all-reduce; TP_ENV).
+        *(("--tp-size", str(tp_size)) if tp_size > 1 else ()),
     ]  # fmt: skip
 
 
@@ -114,9 +126,14 @@ def is_hybrid_model(model_dir: Path) -> bool:
     return json.loads(config_path.read_text()).get("model_type") in HYBRID_MODEL_TYPES
 
 
-def serve_env(model_dir: Path) -> dict[str, str]:
-    """The serve file's environment for a server of ``model_dir`` (SERVE_ENV, + HYBRID_ENV)."""
-    return {**SERVE_ENV, **(HYBRID_ENV if is_hybrid_model(Path(model_dir)) else {})}
+def serve_env(model_dir: Path, tp_size: int = 1) -> dict[str, str]:
+    """The serve file's environment for a server of ``model_dir`` (SERVE_ENV, + HYBRID_ENV,
+    + TP_ENV at ``tp_size`` > 1)."""
+    return {
+        **SERVE_ENV,
+        **(HYBRID_ENV if is_hybrid_model(Path(model_dir)) else {}),
+        **(TP_ENV if tp_size > 1 else {}),
+    }
 
 
 def dflash_args(draft_dir: Path, block_size: int, sglang_version: str = V1_SGLANG) -> list[str]:

@@ -76,11 +76,3 @@ def test_diffs_apply_with_zero_fuzz_and_offset_and_match_the_lock(tmp_path: Path
     root = DDTREE / "2.2.0"
     check_sources(load_patchset(root))
     assert assert_diffs_apply_at_zero_fuzz(root, extract_sglang(root, tmp_path))
-
-
-def test_p_ddtree_gives_a_0523_host_220():
-    from ddtree_deploy.stages.choice import prepare_choice
-
-    choice = prepare_choice(DDTREE.parent, "ddtree")
-    chosen = choice.for_version("0.5.23")
-    assert chosen is not None and chosen.ref == "ddtree@2.2.0"

@@ -22,7 +22,7 @@ import pytest
 from tests.support import REPO, utils_file
 
 SCRIPT = Path(__file__).with_name("ddtree_tp_ranks.py")
-TP_MODULE = REPO / "patchsets/ddtree/2.2.0/files/sglang/srt/speculative/ddtree_tp.py"
+TP_MODULE = REPO / "patchsets/ddtree/2.2.1/files/sglang/srt/speculative/ddtree_tp.py"
 SPECULATIVE = "sglang/srt/speculative"
 CLEAN = {"one_rank": 0, "builder": 0, "topk": 0, "ranks_disagree": 0}
 

@@ -119,6 +119,17 @@ class Serving:
         return restored
 
 
+class PlainServing(Serving):
+    """Serving whose pristine hosts serve their target plain (no speculative algorithm), so a
+    push's lossless gate records its references from the host's own plain server."""
+
+    def assert_pristine(self, name: str) -> None:
+        host = self.host(name)
+        assert self.serve_file(name) == self.pristine_serve[name]
+        assert host.tree_digest() == self.pristine_tree[name]
+        assert get_json(host, "/server_info")["speculative_algorithm"] is None
+
+
 def get_json(host, path: str) -> dict:
     with urllib.request.urlopen(f"http://{host.address}:{SERVICE_PORT}{path}", timeout=30) as r:
         return json.loads(r.read())

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from ddtree_sandbox.broken import HYBRID_VARIANTS, build_broken_patchset
-from tests.serving.serving import Serving, get_json
+from tests.serving.serving import PlainServing
 from tests.support import REPO, copy_patchset
 
 DDTREE = REPO / "patchsets" / "ddtree"
 # Each copied into the sandbox's patchsets dir with a shorter lossless gate (CI time: the
 # interpreted GDN kernels make ~0.2 s a token on 2 busy cores): version -> (prompts, tokens).
 # 2.1.3 never serves here (refused at start): its gate's plain references are all it costs.
-TRIMMED = {"2.1.3": (1, 4), "2.1.2": (8, 32), "2.2.0": (8, 32)}
+TRIMMED = {"2.1.3": (1, 4), "2.1.2": (8, 32), "2.2.0": (8, 32), "2.2.1": (8, 32)}
 
 
 def trim_lossless(root: Path, prompts: int, tokens: int) -> None:
@@ -38,16 +38,6 @@ def trim_lossless(root: Path, prompts: int, tokens: int) -> None:
     rest = lines[[i for i, line in enumerate(lines) if line.startswith("]")][0] :]
     spec.write_text(head + "prompts = [\n" + "".join(kept) + "".join(rest))
     write_lock(load_patchset(root), replace=True)  # a copy never pushed: re-locked
-
-
-class HybridServing(Serving):
-    """Serving whose pristine host serves the hybrid target plain (no algorithm)."""
-
-    def assert_pristine(self, name: str) -> None:
-        host = self.host(name)
-        assert self.serve_file(name) == self.pristine_serve[name]
-        assert host.tree_digest() == self.pristine_tree[name]
-        assert get_json(host, "/server_info")["speculative_algorithm"] is None
 
 
 @pytest.fixture(scope="package")
@@ -73,7 +63,7 @@ def serving_hybrid(tmp_path_factory):
             patchsets / "ddtree" / "2.2.0", patchsets, variant, HYBRID_VARIANTS
         )
         trim_lossless(patchsets / "ddtree" / ref.split("@")[1], 8, 32)
-    state = HybridServing.record(sandbox, patchsets, workdir)
+    state = PlainServing.record(sandbox, patchsets, workdir)
     yield state
     sandbox.stop()
 

@@ -1,4 +1,5 @@
-"""ddtree 2.2.0 on a hybrid (Gated DeltaNet) target, REAL sglang 0.5.23 server: lossless at
+"""ddtree 2.2.x on a hybrid (Gated DeltaNet) target, REAL sglang 0.5.23 server: 2.2.1 (what
+`-p ddtree` gives a 0.5.23 host; 2.2.0 + TP, the same code at tp 1) and 2.2.0 lossless at
 budgets 4 and 16, one at a time and 8 in flight, and the negative controls the lossless gate
 must catch through a real push (and roll back): stock 2.1.2 (chain scan + chain commit), tree
 parents with a chain commit, a chain scan with a tree commit.
@@ -30,12 +31,12 @@ LOSSLESS = ("reference", "lossless_sequential", "lossless_concurrent", "acceptan
 SLOW = {"timeout_s": 600.0}
 
 
-def push_220_serves_losslessly(serving_hybrid, budget: int) -> float:
-    """Push 2.2.0 at ``budget``: every lossless check passes (8/8 one at a time and in
+def push_22x_serves_losslessly(serving_hybrid, version: str, budget: int) -> float:
+    """Push ``version`` (2.2.x) at ``budget``: every lossless check passes (8/8 one at a time and in
     flight), DDTREE served at that budget; rollback to the plain server. Returns the accept
     length the gate ran at."""
     pushed = serving_hybrid.cli(
-        "push", "-H", "host0", "-p", "ddtree@2.2.0", "--json", budget=budget, **SLOW
+        "push", "-H", "host0", "-p", f"ddtree@{version}", "--json", budget=budget, **SLOW
     )
     assert pushed.returncode == 0, pushed.stderr[-4000:]
     found = checks(server_suites(pushed.stdout)["host0"])
@@ -48,20 +49,21 @@ def push_220_serves_losslessly(serving_hybrid, budget: int) -> float:
     assert info["speculative_ddtree_budget"] == budget, info
     assert "--disable-overlap-schedule" not in listener_cmdline(host.address, SERVICE_PORT)
     accept = accept_length(found["acceptance"])
-    print(f"ddtree 2.2.0 budget {budget} on the hybrid target: {found['acceptance']['detail']}")
+    print(f"ddtree {version} budget {budget} on the hybrid target: {found['acceptance']['detail']}")
     back = serving_hybrid.cli("rollback", "-H", "host0", "--json")
     assert back.returncode == 0, back.stderr[-3000:]
     serving_hybrid.assert_pristine("host0")
     return accept
 
 
-def test_push_220_budget_4_serves_the_hybrid_target_losslessly(serving_hybrid):
-    assert push_220_serves_losslessly(serving_hybrid, 4) > 1.0  # trees get accepted
+def test_push_221_budget_4_serves_the_hybrid_target_losslessly(serving_hybrid):
+    assert push_22x_serves_losslessly(serving_hybrid, "2.2.1", 4) > 1.0  # trees get accepted
 
 
 @pytest.mark.serving_full
-def test_push_220_budget_16_serves_the_hybrid_target_losslessly(serving_hybrid):
-    assert push_220_serves_losslessly(serving_hybrid, 16) > 1.0
+@pytest.mark.parametrize(("version", "budget"), [("2.2.1", 16), ("2.2.0", 4), ("2.2.0", 16)])
+def test_push_22x_serves_the_hybrid_target_losslessly(serving_hybrid, version, budget):
+    assert push_22x_serves_losslessly(serving_hybrid, version, budget) > 1.0
 
 
 def assert_lossy_push_caught(serving_hybrid, version: str) -> None:
