@@ -40,6 +40,36 @@ def trim_lossless(root: Path, prompts: int, tokens: int) -> None:
     write_lock(load_patchset(root), replace=True)  # a copy never pushed: re-locked
 
 
+DFLASH_PROBE = "sglang/srt/speculative/sandbox_dflash_probe.py"
+
+
+def write_dflash_patchset(patchsets: Path, like: Path) -> str:
+    """A test-only patchset that switches the host to DFLASH (one new, inert module: a
+    patchset ships at least one file) with ``like``'s [lossless] gate, so a push proves
+    DFLASH == the host's plain greedy server through the gate itself. Returns its ref."""
+    from ddtree_deploy.patchset import load_patchset, write_lock
+
+    root = patchsets / "dflash-probe" / "0.5.23"
+    (root / "files" / DFLASH_PROBE).parent.mkdir(parents=True)
+    (root / "files" / DFLASH_PROBE).write_text(
+        '"""Sandbox test fixture: marks a DFLASH probe push."""\n'
+    )
+    # like's gate, but no reference files: the host's plain server gives the references
+    lossless = re.sub(
+        r"(?ms)^references = \[.*?^\]\n", "", like.read_text().partition("[lossless]")[2]
+    )
+    (root / "patchset.toml").write_text(
+        'name = "dflash-probe"\nversion = "0.5.23"\n'
+        'description = "test fixture: serve DFLASH (sglang\'s own) to compare it with plain"\n\n'
+        '[target]\npackage = "sglang"\nversion = "0.5.23"\n\n'
+        f'[[file]]\npath = "{DFLASH_PROBE}"\nnew = "files/{DFLASH_PROBE}"\n\n'
+        '[smoke]\nsuites = ["integrity", "compile"]\nafter_restart = ["server"]\n\n'
+        '[serve]\nargs = ["--speculative-algorithm", "DFLASH"]\n\n[lossless]' + lossless
+    )
+    write_lock(load_patchset(root))
+    return "dflash-probe@0.5.23"
+
+
 @pytest.fixture(scope="package")
 def serving_hybrid(tmp_path_factory):
     from ddtree_sandbox import start_sandbox
@@ -63,6 +93,7 @@ def serving_hybrid(tmp_path_factory):
             patchsets / "ddtree" / "2.2.0", patchsets, variant, HYBRID_VARIANTS
         )
         trim_lossless(patchsets / "ddtree" / ref.split("@")[1], 8, 32)
+    write_dflash_patchset(patchsets, patchsets / "ddtree" / "2.2.1" / "patchset.toml")
     state = PlainServing.record(sandbox, patchsets, workdir)
     yield state
     sandbox.stop()

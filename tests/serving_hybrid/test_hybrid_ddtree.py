@@ -66,6 +66,28 @@ def test_push_22x_serves_the_hybrid_target_losslessly(serving_hybrid, version, b
     assert push_22x_serves_losslessly(serving_hybrid, version, budget) > 1.0
 
 
+@pytest.mark.serving_full
+def test_dflash_serves_the_hybrid_target_like_plain(serving_hybrid):
+    """sglang's own DFLASH (DFlashWorkerV2, chain verify, the fixture's state scatter) on the
+    hybrid target: the lossless gate of a push that only switches the algorithm passes 8/8
+    one at a time and in flight against the host's plain server; rolled back after."""
+    pushed = serving_hybrid.cli(
+        "push", "-H", "host0", "-p", "dflash-probe@0.5.23", "--json", **SLOW
+    )
+    assert pushed.returncode == 0, pushed.stderr[-4000:]
+    found = checks(server_suites(pushed.stdout)["host0"])
+    assert all(found[c]["passed"] for c in LOSSLESS), found
+    assert "8/8" in found["lossless_sequential"]["detail"].splitlines()[0], found
+    assert "8/8" in found["lossless_concurrent"]["detail"].splitlines()[0], found
+    assert (
+        get_json(serving_hybrid.host("host0"), "/server_info")["speculative_algorithm"] == "DFLASH"
+    )
+    print(f"DFLASH on the hybrid target: {found['acceptance']['detail']}")
+    back = serving_hybrid.cli("rollback", "-H", "host0", "--json")
+    assert back.returncode == 0, back.stderr[-3000:]
+    serving_hybrid.assert_pristine("host0")
+
+
 def assert_lossy_push_caught(serving_hybrid, version: str) -> None:
     pushed = serving_hybrid.cli(
         "push", "-H", "host0", "-p", f"ddtree@{version}", "--json", budget=4, **SLOW
