@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "down":
         stopped = stop_sandbox(args.workdir)
+        stopped &= stop_sandbox(args.workdir / "systemd")  # the demo's systemd host, if any
         print("sandbox: stopped" if stopped else "sandbox: some processes remain", file=sys.stderr)
         return 0 if stopped else 1
     return print_status(args.workdir)

@@ -11,6 +11,10 @@ ddtree@1.1.1 whose tree mask is dropped: it imports, compiles and starts fine, a
 lossless gate catches it, so the hosts roll back by themselves -> push of a slow
 ddtree@1.1.6 (same text, a sleep in verify): only the serving gate's baseline comparison
 catches it -> rollback of 1.1.0 (DFLASH again, the old flags byte for byte) -> status.
+Then (as root, Docker installed: `make deps`) one more host whose sglang server is a REAL
+systemd unit (`sglang.service`, systemd 252 as PID 1 in a container on a private dockerd,
+the serve file as its EnvironmentFile=): push 1.1.0 there (systemctl restart, the unit's
+journal and NRestarts watched) -> status -> rollback.
 Every step is a real `ddtree-deploy` process.
 """
 
@@ -24,7 +28,9 @@ from pathlib import Path
 from ddtree_deploy.patchset import copy_version, default_patchsets_dir, load_patchset
 from ddtree_sandbox.broken import VARIANTS, build_broken_patchset
 from ddtree_sandbox.gate_fixtures import GATE_VARIANTS, build_gate_patchset
-from ddtree_sandbox.hosts import start_sandbox
+from ddtree_sandbox.hosts import can_namespace, start_sandbox
+
+SYSTEMD_DIR = "systemd"  # the systemd host's own sandbox, under the demo's workdir
 
 
 def build_demo_patchsets(workdir: Path) -> Path:
@@ -97,9 +103,36 @@ def run_demo(workdir: Path, hosts: int = 2) -> int:
         ),
         step("status after rollback: serving DFLASH", ["status", "--all", *common], 0),
     ]
+    results += systemd_steps(workdir, patchsets)
     print(
         f"\ndemo: {sum(results)}/{len(results)} steps as expected. Hosts keep running; "
         f"inventory: {sandbox.inventory_path}\nstop them with: make demo-down",
         file=sys.stderr,
     )
     return 0 if all(results) else 1
+
+
+def systemd_steps(workdir: Path, patchsets: Path) -> list[bool]:
+    """The systemd part: one host whose server is a real systemd unit; [] (said why) when
+    this machine cannot run it (not root: no private dockerd)."""
+    if not can_namespace():
+        print("\n(skipping the systemd host: it needs root and Docker: make deps)", file=sys.stderr)
+        return []
+    print("\nstarting one more host: sshd and sglang.service under real systemd", file=sys.stderr)
+    sandbox = start_sandbox(workdir / SYSTEMD_DIR, 1, names=["sysd0"], first_octet=None,
+                            service_kind="systemd")  # fmt: skip
+    inventory = sandbox.inventory_path  # a real server's start under systemd: 30-80 s loaded
+    text = inventory.read_text().replace("ready_timeout_s = 60\n", "ready_timeout_s = 300\n")
+    inventory.write_text(text)
+    common = ["-i", str(inventory)]
+    pdir = ["--patchsets-dir", str(patchsets)]
+    return [
+        step(
+            "push 1.1.0 to the systemd host: systemctl restarts sglang.service with DDTREE "
+            "(the unit reads the serve file), its journal and NRestarts watched, every gate",
+            ["push", "-H", "sysd0", "-p", "ddtree@1.1.0", *common, *pdir],
+            0,
+        ),
+        step("status of the systemd host", ["status", "-H", "sysd0", *common, *pdir], 0),
+        step("roll it back: DFLASH again", ["rollback", "-H", "sysd0", *common], 0),
+    ]
