@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,24 +71,27 @@ def write_dflash_patchset(patchsets: Path, like: Path) -> str:
     return "dflash-probe@0.5.23"
 
 
-@pytest.fixture(scope="package")
-def serving_hybrid(tmp_path_factory):
+def start_plain_0523_host(workdir: Path, trimmed: dict[str, tuple[int, int]], **start: Any):
+    """One real sglang 0.5.23 host serving plain (``start``: more start_sandbox arguments)
+    and workdir/patchsets holding the ddtree versions of ``trimmed``, each trimmed to its
+    (prompts, tokens). Returns (sandbox, patchsets)."""
     from ddtree_sandbox import start_sandbox
 
-    workdir = tmp_path_factory.mktemp("serving-hybrid")
     sandbox = start_sandbox(
-        workdir / "sandbox",
-        1,
-        sglang_version="0.5.23",
-        first_octet=None,
-        service="sglang",
-        models=["hybrid"],
-        initial_algorithm=None,
-    )
+        workdir / "sandbox", 1, sglang_version="0.5.23", first_octet=None, service="sglang",
+        initial_algorithm=None, **start,
+    )  # fmt: skip
     patchsets = workdir / "patchsets"
-    for version, (prompts, tokens) in TRIMMED.items():
+    for version, (prompts, tokens) in trimmed.items():
         root = copy_patchset(DDTREE / version, patchsets / "ddtree" / version)
         trim_lossless(root, prompts, tokens)
+    return sandbox, patchsets
+
+
+@pytest.fixture(scope="package")
+def serving_hybrid(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("serving-hybrid")
+    sandbox, patchsets = start_plain_0523_host(workdir, TRIMMED, models=["hybrid"])
     for variant in HYBRID_VARIANTS:
         ref = build_broken_patchset(
             patchsets / "ddtree" / "2.2.0", patchsets, variant, HYBRID_VARIANTS

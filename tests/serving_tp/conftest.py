@@ -12,10 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests.serving.serving import PlainServing
-from tests.serving_hybrid.conftest import trim_lossless
-from tests.support import REPO, copy_patchset
+from tests.serving_hybrid.conftest import start_plain_0523_host
 
-DDTREE = REPO / "patchsets" / "ddtree"
 VOCAB = {"vocab_size": 62}
 # version -> (prompts, new tokens) of its lossless gate here (2.2.0 is refused at start).
 TRIMMED = {"2.2.0": (1, 4), "2.2.1": (8, 32)}
@@ -23,23 +21,8 @@ TRIMMED = {"2.2.0": (1, 4), "2.2.1": (8, 32)}
 
 @pytest.fixture(scope="package")
 def serving_tp(tmp_path_factory):
-    from ddtree_sandbox import start_sandbox
-
     workdir = tmp_path_factory.mktemp("serving-tp")
-    sandbox = start_sandbox(
-        workdir / "sandbox",
-        1,
-        sglang_version="0.5.23",
-        first_octet=None,
-        service="sglang",
-        initial_algorithm=None,
-        tp_size=2,
-        model_recipe=VOCAB,
-    )
-    patchsets = workdir / "patchsets"
-    for version, (prompts, tokens) in TRIMMED.items():
-        root = copy_patchset(DDTREE / version, patchsets / "ddtree" / version)
-        trim_lossless(root, prompts, tokens)
+    sandbox, patchsets = start_plain_0523_host(workdir, TRIMMED, tp_size=2, model_recipe=VOCAB)
     state = PlainServing.record(sandbox, patchsets, workdir)
     yield state
     sandbox.stop()
