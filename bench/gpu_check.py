@@ -5,7 +5,10 @@ A thin CLI over the kernel checks shipped with the `gpu` smoke suite
 Triton, real flashinfer top-k, and sglang's JIT CUDA build_tree kernel beside the Triton
 one), the full shapes included (V=151936), with ddtree 1.1.9's stored ddtree_utils.py as the
 oracle, then the timings `uno_vs_ours` (V=151936, L=15, budgets 16/64/256/1024) and
-`masked_verify` (batch 8, prefix 1024, 32 heads of 128, bf16, budgets 16/64/127).
+`masked_verify` (batch 8, prefix 1024, 32 heads of 128, bf16, budgets 16/64/127), then the
+hybrid path (bench/hybrid_tree_verify.py): sglang's conv-update and GDN recurrent verify
+kernels walking a DDTree's tree links, against a per-node torch reference, with a chain scan
+as the control that must miss.
 
 One JSON line per check or timing on stdout. Needs torch, triton and sglang 0.5.23 in the
 python that runs it (no network). Without CUDA it says so and exits 2, unless --self-test:
@@ -76,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for rec in step():
             failed += emit(rec, where)
+    import hybrid_tree_verify  # bench/, this script's own dir: sys.path[0]
+
+    failed += emit(hybrid_tree_verify.check(device), where)
     return 1 if failed else 0
 
 

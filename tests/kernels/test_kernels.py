@@ -83,6 +83,21 @@ def test_self_test_times_both_builders(self_test) -> None:
     assert self_test["masked_verify16"]["seconds"] > 0
 
 
+def test_hybrid_tree_verify_equals_a_per_node_reference_and_a_chain_scan_does_not(
+    self_test,
+) -> None:
+    """The kernel-level proof under ddtree 2.2.x's hybrid path: sglang 0.5.23's Triton
+    conv-update and GDN recurrent verify kernels, given a tree's first-child/next-sibling links
+    (what 2.2.x's verify input carries), derive the parents and give every node exactly what a
+    per-node torch reference gives along its root-to-node path (interpreted, fp32); without the
+    links (a chain scan, what 2.1.x did) they do not: the negative control, in the same run."""
+    record = self_test["hybrid_tree_verify"]
+    assert record["parents_ok"], record
+    assert record["conv_tree_err"] < 1e-5 and record["gdn_tree_err"] < 1e-5, record
+    assert record["conv_chain_err"] > 1e-2 and record["gdn_chain_err"] > 1e-2, record
+    assert record["ok"] and record["device"].startswith("cpu"), record
+
+
 def test_gpu_check_refuses_without_cuda() -> None:
     python, env = kernel_env("0.5.23")
     proc = subprocess.run(
