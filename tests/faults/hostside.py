@@ -2,6 +2,11 @@
 session, fill or freeze a directory, make the service fail its next start; and read back
 what the host looks like from inside its own mount namespace.
 
+A host whose service is a real systemd unit (systemd_host.py) lives in a container of the
+sandbox's dockerd: its processes are found through the container's pid namespace (its
+PID 1 as the machine sees it), its service is `sglang.service`, and `chattr` runs on the
+bind-mounted directories from outside (a container has no CAP_LINUX_IMMUTABLE).
+
 The pause works through a stand-in for the host's python (`/srv/service/holdpy`): it runs
 the real bootstrap importer on the bundle it is sent, then wraps one op in
 `ddtree_agent.main.OPS` so that the first call of it waits for the test. Everything the
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -25,6 +31,8 @@ SPECULATIVE = f"{SITE}/sglang/srt/speculative"
 STATE_DIR = "/var/lib/ddtree-deploy"
 SERVICE = "/srv/service"
 HOLD_PYTHON = f"{SERVICE}/holdpy"  # the host's python as the hold stand-in (see below)
+UNIT = "sglang.service"  # a systemd host's server (systemd_host.py)
+READY_LINE = "ready to roll"
 
 HOLDPY = f"""#!{HOST_PYTHON}
 import json, os, sys, time
@@ -141,12 +149,33 @@ class FaultHost:
         done = self.host.run(["cat", f"{STATE_DIR}/lock"])
         return json.loads(done.stdout) if done.returncode == 0 else None
 
+    @property
+    def is_unit_host(self) -> bool:
+        """True for a host in a container with real systemd (its server is sglang.service)."""
+        return self.host.container is not None
+
     def service_running(self) -> bool:
+        if self.is_unit_host:
+            return self.host.run(["systemctl", "is-active", "--quiet", UNIT]).returncode == 0
         return self.host.run([HOST_PYTHON, f"{SERVICE}/sglang_stub.py", "status"]).returncode == 0
+
+    def _unit_ready_lines(self) -> int:
+        done = self.host.run(["journalctl", "-u", UNIT, "-o", "cat", "--no-pager"])
+        return done.stdout.count(READY_LINE)
 
     def start_service(self, timeout_s: float = 90.0) -> None:
         """Start the stub and wait until it has imported sglang and says it is ready (so
-        its import cannot overlap the install under test)."""
+        its import cannot overlap the install under test). A systemd host: restart the unit
+        and wait for the ready line in its journal."""
+        if self.is_unit_host:
+            ready = self._unit_ready_lines()
+            done = self.host.run(["systemctl", "restart", UNIT])
+            assert done.returncode == 0, done.stdout + done.stderr
+            deadline = time.monotonic() + timeout_s
+            while self._unit_ready_lines() <= ready:
+                assert time.monotonic() < deadline, "sglang.service never said it was ready"
+                time.sleep(0.2)
+            return
         log = self.host.service_dir_on_disk / "server.log"
         ready = log.read_text().count("ready to roll") if log.exists() else 0
         done = self.host.run([HOST_PYTHON, f"{SERVICE}/sglang_stub.py", "start"])
@@ -184,13 +213,50 @@ class FaultHost:
 
     def agents(self) -> list[int]:
         """Pids of agent processes running in this host's namespace (orphans included)."""
-        ns = _mount_ns(self.host.sshd_pid())
+        ns = _mount_ns(self._anchor_pid())
         found = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit() and "ddtree-agent" in read_cmdline(int(entry.name)):
                 if _mount_ns(int(entry.name)) == ns:
                     found.append(int(entry.name))
         return found
+
+    def _anchor_pid(self) -> int | None:
+        """A pid, as this machine sees it, in the host's namespaces: its sshd, or for a
+        systemd host its container's PID 1 (the sshd pid file holds the container's view)."""
+        if not self.is_unit_host:
+            return self.host.sshd_pid()
+        env = {**os.environ, "DOCKER_HOST": self.host.docker_host or ""}
+        done = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Pid}}", self.host.container],
+            capture_output=True, text=True, env=env, timeout=30,
+        )  # fmt: skip
+        return int(done.stdout.strip()) if done.returncode == 0 else None
+
+    def _session_pids(self) -> list[int]:
+        """Per-connection sshd processes of the host ("sshd: root@notty", "[priv]")."""
+        if not self.is_unit_host:
+            pids = find_children(self.host.sshd_pid())
+            return [pid for pid in pids if read_cmdline(pid).startswith("sshd:")]
+        ns = _pid_ns(self._anchor_pid())
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or _pid_ns(int(entry.name)) != ns:
+                continue
+            cmdline = read_cmdline(int(entry.name))
+            if cmdline.startswith("sshd:") and "[listener]" not in cmdline:
+                found.append(int(entry.name))
+        return found
+
+    def _on_disk(self, path: str) -> str:
+        """Where a host path lies on this machine (a systemd host's bind mounts)."""
+        if not self.is_unit_host:
+            return path
+        for inside, outside in ((STATE_DIR, self.host.hostdir / "state"),
+                                ("/srv", self.host.hostdir / "srv")):  # fmt: skip
+            if path == inside or path.startswith(inside + "/"):
+                return str(outside) + path[len(inside) :]
+        raise ValueError(f"{path}: not on a bind mount of the systemd host")
 
     def wait_agents_gone(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -204,13 +270,12 @@ class FaultHost:
         """SIGKILL every per-connection sshd process of the host (the listener stays);
         returns how many were killed."""
         killed = 0
-        for pid in find_children(self.host.sshd_pid()):
-            if read_cmdline(pid).startswith("sshd:"):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
+        for pid in self._session_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
         return killed
 
     def tmpfs_over(self, path: str, size: str = "16m") -> None:
@@ -230,14 +295,21 @@ class FaultHost:
 
     def make_immutable(self, path: str) -> None:
         """chattr +i: even root gets EPERM creating, renaming or removing entries in it."""
-        done = self.host.run(["chattr", "+i", path])
+        if self.is_unit_host:
+            done = subprocess.run(["chattr", "+i", self._on_disk(path)], capture_output=True,
+                                  text=True)  # fmt: skip
+        else:
+            done = self.host.run(["chattr", "+i", path])
         assert done.returncode == 0, done.stderr
         self._immutable.append(path)
 
     def clear_faults(self) -> None:
         """Undo fill() and make_immutable() (the operator fixing the host)."""
         for path in self._immutable:
-            self.host.run(["chattr", "-i", path])
+            if self.is_unit_host:
+                subprocess.run(["chattr", "-i", self._on_disk(path)], check=False)
+            else:
+                self.host.run(["chattr", "-i", path])
         for path in self._filled:
             self.host.run(["rm", "-f", f"{path}/.filler"])
         self._immutable, self._filled = [], []
@@ -254,6 +326,13 @@ class FaultHost:
 def _mount_ns(pid: int | None) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _pid_ns(pid: int | None) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
         return None
 

@@ -37,6 +37,7 @@ OTHER_TESTS = {
     "test_network_cut.py": "A silent network cut (iptables DROP on a host or its jump host)",
     "test_become_faults.py": "The default matrix cells through a become login (non-root + sudo)",
     "test_systemd_become.py": "become (non-root + real sudo) on a real systemd unit's host",
+    "test_systemd_faults.py": "The default matrix cells on a real systemd unit's host",
     "test_host_escapes.py": "Terminal escapes in a host's text (smoke output, agent stderr)",
     "test_soak.py": "Soak",
 }
