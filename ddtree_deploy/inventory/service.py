@@ -30,6 +30,9 @@ DEFAULT_PROGRESS_PATTERNS = (
 )
 # A service's name in events and status (a systemd unit name fits: sglang@0.service).
 SERVICE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$"
+# A systemd unit name (systemd.unit(5): ASCII letters, digits, ":-_.\\" and "@", at most 255),
+# never starting with "-": it is an argument of systemctl/journalctl, not an option.
+UNIT_NAME = r"^[A-Za-z0-9_:\\][A-Za-z0-9_.@:\\-]{0,254}$"
 
 
 class Strict(BaseModel):
@@ -141,6 +144,16 @@ class ServiceSpec(Strict):
     @classmethod
     def _splits(cls, value: str | None) -> str | None:
         return split_check(value)
+
+    @field_validator("unit")
+    @classmethod
+    def _unit(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(UNIT_NAME, value):
+            raise ValueError(
+                "must be a systemd unit name (letters, digits and ':-_.@\\', at most 255, "
+                f"not starting with '-'), got {value!r}"
+            )
+        return value
 
     @field_validator("args_file")
     @classmethod

@@ -85,10 +85,11 @@ def _facts_of(run: HostRun, response: AgentResponse) -> Facts | HostResult:
 
 def unusable_install(facts: Facts) -> str | None:
     """Why nothing can be planned, pushed or smoke-tested on this host although the package
-    is installed: its files are not where Python imports them from, or the inventory's API
-    key cannot be read there (the message names the file or variable, never the key).
+    is installed: its files are not where Python imports them from, the inventory's API
+    key cannot be read there (the message names the file or variable, never the key), or
+    the host's systemd does not know a unit of the inventory.
     None when neither holds."""
-    return facts.locate_error or facts.api_key_error
+    return facts.locate_error or facts.api_key_error or facts.service_error
 
 
 def describe_install(facts: Facts) -> str:

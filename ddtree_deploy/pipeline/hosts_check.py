@@ -26,7 +26,7 @@ def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
     route = run.transport.route()
     via = f" via {' -> '.join(route[:-1])}" if len(route) > 1 else ""
     message = f"sglang {facts.package_version}{describe_install(facts)}{via}"
-    for problem in (facts.locate_error, facts.api_key_error):
+    for problem in (facts.locate_error, facts.api_key_error, facts.service_error):
         if problem:
             message += f"; {problem}"
     if facts.container is not None:

@@ -73,6 +73,7 @@ _REFUSALS: dict[str, Outcome] = {  # Code is a str Enum: it looks up by value
     Code.UNSAFE_PATH: Outcome.REFUSED,
     Code.PACKAGE_NOT_FOUND: Outcome.REFUSED,
     Code.API_KEY_UNREADABLE: Outcome.REFUSED,
+    Code.SERVICE_NOT_FOUND: Outcome.REFUSED,
     Code.PENDING_RECOVERY: Outcome.NEEDS_ATTENTION,
     Code.LOCKED: Outcome.LOCKED,
 }

@@ -95,6 +95,7 @@ def facts_op(
             serve_path=serve_path,
             api_key_file=host.smoke.api_key_file,
             api_key_env=host.smoke.api_key_env,
+            units=[s.unit for s, _ in host.named_services() if s.kind == "systemd" and s.unit],
         )
     )
 

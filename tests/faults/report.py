@@ -38,6 +38,9 @@ OTHER_TESTS = {
     "test_become_faults.py": "The default matrix cells through a become login (non-root + sudo)",
     "test_systemd_become.py": "become (non-root + real sudo) on a real systemd unit's host",
     "test_systemd_faults.py": "The default matrix cells on a real systemd unit's host",
+    "test_systemd_bad_input.py": "Bad systemd input (a unit that is no unit name, or unknown)",
+    "test_container_faults.py": "Faults on a container target (real Docker): broken patchsets, "
+    "the controller killed, an SSH cut, the container stopped",
     "test_host_escapes.py": "Terminal escapes in a host's text (smoke output, agent stderr)",
     "test_soak.py": "Soak",
 }

@@ -15,6 +15,7 @@ from .api_key import read_api_key
 from .files import append_line, check_owners, check_serve_path, now_utc, safe_join
 from .locate import locate_package
 from .pure import classify_file, sha256_bytes, sha256_file
+from .service_systemd import missing_units
 from .state import (
     UNFINISHED,
     deploy_states,
@@ -76,6 +77,7 @@ def op_facts(ctx, args):
         user=_effective_user(),
         locate_error=located.error,
         api_key_error=read_api_key(args.api_key_file, args.api_key_env)[1],
+        service_error=missing_units(args.units),
     )
 
 
@@ -166,6 +168,8 @@ def op_check_plan(ctx, args):
         raise OpFailed(Code.PACKAGE_NOT_FOUND, facts.locate_error)
     if facts.api_key_error:
         raise OpFailed(Code.API_KEY_UNREADABLE, facts.api_key_error)
+    if facts.service_error:  # before the install: a restart of it could only fail
+        raise OpFailed(Code.SERVICE_NOT_FOUND, facts.service_error)
     unsafe = [f.unsafe for f in facts.files.values() if f.unsafe]
     if unsafe:
         raise OpFailed(Code.UNSAFE_PATH, "; ".join(unsafe))

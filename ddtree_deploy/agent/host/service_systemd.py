@@ -53,6 +53,17 @@ def unit_state(unit):
     return parse_show(out) if code == 0 else {}
 
 
+def missing_units(units):
+    """Why a unit of `units` cannot be restarted: systemd says it has no such unit
+    (LoadState=not-found), or None. When systemctl cannot answer (no systemd here), the
+    restart itself reports that; this check only refuses what systemd says it does not know."""
+    for unit in units:
+        code, out = _run(["systemctl", "show", "-p", "LoadState", "--", unit])
+        if code == 0 and parse_show(out).get("LoadState") == "not-found":
+            return "systemd unit %s not found on the host (LoadState=not-found)" % unit
+    return None
+
+
 def n_restarts(state):
     """NRestarts as an int (0 when absent: systemd before v235 has no such property)."""
     try:

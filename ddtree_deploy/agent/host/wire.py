@@ -57,6 +57,7 @@ class Code(str, Enum):
     STATE_DIR_UNWRITABLE = "state_dir_unwritable"
     PACKAGE_NOT_FOUND = "package_not_found"  # installed, but not importable where it says
     API_KEY_UNREADABLE = "api_key_unreadable"  # smoke.api_key_file/env gives no key
+    SERVICE_NOT_FOUND = "service_not_found"  # a systemd unit the host does not know
     EDITABLE_INSTALL = "editable_install"  # edits: an editable install's RECORD lists no files
     # failures while changing the host
     BACKUP_CORRUPT = "backup_corrupt"
@@ -155,7 +156,8 @@ class ServeSpec(Record):
 
 class FactsArgs(Record):
     """facts: the package to look up, the paths to hash, the serve file to read, and where
-    the server's API key is (a file or an environment variable: checked, never sent back)."""
+    the server's API key is (a file or an environment variable: checked, never sent back),
+    and the systemd units whose existence to check."""
 
     paths: List[str] = field(default_factory=list)
     package: str = "sglang"
@@ -163,6 +165,8 @@ class FactsArgs(Record):
     journal_lines: int = 5
     api_key_file: Optional[str] = None
     api_key_env: Optional[str] = None
+    # the host's systemd units (kind = "systemd" services): each must be known to systemd
+    units: List[str] = field(default_factory=list)
 
 
 class CheckPlanArgs(Record):

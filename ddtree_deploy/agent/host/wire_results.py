@@ -86,6 +86,7 @@ class Facts(Record):
     "wheel" | "editable"; locate_error says why the package cannot be patched where Python
     imports it (package_root is then None). api_key_error: why the inventory's API key
     (smoke.api_key_file / api_key_env) cannot be read on the host (never the key itself);
+    service_error: a systemd unit of the inventory that the host's systemd does not know;
     state_dir_free_bytes is the free space (bytes) of the filesystem holding the state dir;
     lock is the lock record or None; journal_tail is the journal's last lines, deploys each
     deploy's latest entry (pending: those still unfinished), backups the backup dirs;
@@ -99,7 +100,7 @@ class Facts(Record):
         ("files", FileFacts, "map"),
         ("container", ContainerFacts, "one"),
     )
-    OMIT_IF_NONE = ("locate_error", "api_key_error", "container")
+    OMIT_IF_NONE = ("locate_error", "api_key_error", "service_error", "container")
     serve: Optional[ServeFound]
     python: str
     executable: str
@@ -120,6 +121,7 @@ class Facts(Record):
     user: Optional[str] = None
     locate_error: Optional[str] = None
     api_key_error: Optional[str] = None
+    service_error: Optional[str] = None
     container: Optional[ContainerFacts] = None
 
 
