@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+import types
+import typing
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ddtree_deploy.errors import InventoryError
 from ddtree_deploy.gate.prompts import read_prompts
@@ -44,10 +48,15 @@ def load_inventory(path: Path) -> Inventory:
 
 
 def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
-    """Validate an already-parsed TOML document (pure; used by tests and load)."""
+    """Validate an already-parsed TOML document (pure; used by tests and load). Every host's
+    problems are reported at once, one line each (a key set in [defaults] is blamed on
+    [defaults], once), with the nearest known key suggested for an unknown one."""
     unknown = sorted(set(raw) - _TOP_KEYS)
     if unknown:
-        raise InventoryError(f"{source}: unknown top-level key {unknown[0]!r}")
+        raise InventoryError("\n".join(
+            f"{source}: unknown top-level key {key!r}{_suggest(key, _TOP_KEYS)}"
+            for key in unknown
+        ))  # fmt: skip
     defaults = raw.get("defaults", {})
     hosts_raw = raw.get("hosts", {})
     if not isinstance(defaults, dict):
@@ -60,11 +69,18 @@ def parse_inventory(raw: dict[str, Any], source: str) -> Inventory:
     if "address" in defaults or "name" in defaults:
         raise InventoryError(f"{source}: [defaults] may not set 'address' or 'name'")
     hosts: dict[str, Host] = {}
+    problems: list[str] = []
     for name, table in hosts_raw.items():
         if not isinstance(table, dict):
-            raise InventoryError(f"{source}: hosts.{name} must be a table")
-        host = _build_host(name, _merge(defaults, table), source)
-        hosts[name] = _with_gates(host, default_gate, groups, source)
+            problems.append(f"{source}: hosts.{name} must be a table")
+            continue
+        try:
+            host = _build_host(name, table, defaults, source)
+            hosts[name] = _with_gates(host, default_gate, groups, source)
+        except InventoryError as exc:
+            problems += [line for line in str(exc).splitlines() if line not in problems]
+    if problems:
+        raise InventoryError("\n".join(problems))
     hosts = _with_jump_hosts(hosts, source)
     _check_unique_addresses(hosts, source)
     restart_groups = _restart_groups(raw.get("groups", {}), hosts, source)
@@ -201,25 +217,81 @@ def _merge(defaults: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _build_host(name: str, data: dict[str, Any], source: str) -> Host:
-    if "address" not in data:
-        raise InventoryError(f"{source}: host {name!r}: missing required key 'address'")
-    loader_set = sorted(_LOADER_KEYS & set(data))
-    if loader_set:
-        raise InventoryError(f"{source}: host {name!r}: unknown key {loader_set[0]!r}")
+def _build_host(name: str, table: dict[str, Any], defaults: dict[str, Any], source: str) -> Host:
+    """The host's model from its table over [defaults]; raises InventoryError with one line
+    per problem, each naming the table that set the key (the host's or [defaults])."""
+    data = _merge(defaults, table)
+    where = f"{source}: host {name!r}"
+    lines = [f"{where}: unknown key {key!r}" for key in sorted(_LOADER_KEYS & set(data))]
     try:
-        return Host(name=name, **data)
+        host = Host(name=name, **{k: v for k, v in data.items() if k not in _LOADER_KEYS})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
-            raise InventoryError(f"{source}: host {name!r}: unknown key {key!r}") from None
-        if not key:  # a rule over several keys: its message names them
-            message = err["msg"].removeprefix("Value error, ")
-            raise InventoryError(f"{source}: host {name!r}: {message}") from None
-        raise InventoryError(f"{source}: host {name!r}: key {key!r}: {err['msg']}") from None
+        lines += [_describe(err, where, table, defaults, source) for err in exc.errors()]
     except TypeError as exc:  # e.g. `name` given twice
-        raise InventoryError(f"{source}: host {name!r}: {exc}") from None
+        lines.append(f"{where}: {exc}")
+    if lines:
+        raise InventoryError("\n".join(dict.fromkeys(lines)))
+    return host
+
+
+def _describe(
+    err: Any, where: str, table: dict[str, Any], defaults: dict[str, Any], source: str
+) -> str:
+    """One pydantic error as a line: the key's table ([defaults] when the host's own table
+    does not set it), the key, the message; an unknown key gets the nearest known one."""
+    loc = [str(part) for part in err["loc"]]
+    key = ".".join(loc)
+    if not key:  # a rule over several keys: its message names them
+        return f"{where}: {err['msg'].removeprefix('Value error, ')}"
+    if _set_by_defaults(loc, table, defaults):
+        where = f"{source}: [defaults]"
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown key {key!r}{_suggest(loc[-1], _known_keys())}"
+    if err["type"] == "missing":
+        return f"{where}: missing required key {key!r}"
+    return f"{where}: key {key!r}: {err['msg']}"
+
+
+def _set_by_defaults(loc: list[str], table: dict[str, Any], defaults: dict[str, Any]) -> bool:
+    """True when the value at `loc` comes from [defaults], not the host's own table."""
+    own: Any = table
+    shared: Any = defaults
+    for part in loc:
+        if isinstance(own, dict) and part in own:
+            own, shared = own[part], shared.get(part) if isinstance(shared, dict) else None
+            continue
+        return isinstance(shared, dict) and part in shared
+    return False
+
+
+def _suggest(word: str, known: typing.Iterable[str]) -> str:
+    """ "; did you mean 'x'?" for the nearest known word, or ""."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+@cache
+def _known_keys() -> frozenset[str]:
+    """Every key an inventory host table may hold, at any depth (the models' field names)."""
+    keys: set[str] = set()
+    todo: list[type[BaseModel]] = [Host]
+    while todo:
+        model = todo.pop()
+        for field_name, info in model.model_fields.items():
+            if field_name in keys and field_name != "name":
+                continue
+            keys.add(field_name)
+            todo += [m for m in _models_in(info.annotation) if m is not model]
+    return frozenset(keys - _LOADER_KEYS)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds (Optional[X], tuple[X, ...], X | None...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []
 
 
 def _check_unique_addresses(hosts: dict[str, Host], source: str) -> None:

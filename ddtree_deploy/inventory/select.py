@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+from collections.abc import Iterable
 
 from ddtree_deploy.errors import InventoryError
 from ddtree_deploy.inventory.models import Host, Inventory, RestartGroup
@@ -15,17 +17,20 @@ def select_hosts(
     all_hosts: bool = False,
     limit: str | None = None,
 ) -> list[Host]:
-    """Hosts in inventory order; raises InventoryError for unknown names/groups or no target."""
-    names, groups = names or [], groups or []
+    """Hosts in inventory order; raises InventoryError for unknown names/groups or no target.
+
+    Each --host value is a comma list of names or globs (`gpu*`, `gpu[12]`), as --limit; a
+    glob must match a host, an unknown name gets the nearest host suggested."""
+    groups = groups or []
+    names = expand_host_patterns(inventory, names or [])
     if not (names or groups or all_hosts):
         raise InventoryError(f"{inventory.source}: no target: give --host, --group or --all")
-    for name in names:
-        if name not in inventory.hosts:
-            raise InventoryError(f"{inventory.source}: unknown host {name!r}")
     known_groups = inventory.groups | set(inventory.restart_groups)
     for group in groups:
         if group not in known_groups:
-            raise InventoryError(f"{inventory.source}: unknown group {group!r}")
+            raise InventoryError(
+                f"{inventory.source}: unknown group {group!r}{_nearest(group, known_groups)}"
+            )
     members = {m for g in groups if g in inventory.restart_groups
                for m in inventory.restart_groups[g].members}  # fmt: skip
     chosen = [
@@ -39,6 +44,33 @@ def select_hosts(
         if not chosen:
             raise InventoryError(f"{inventory.source}: --limit {limit!r} matches no host")
     return chosen
+
+
+def expand_host_patterns(inventory: Inventory, values: list[str]) -> list[str]:
+    """The host names that --host values (comma lists of names and globs) stand for, in
+    the order given; raises InventoryError for an unknown name or a glob matching none."""
+    found: list[str] = []
+    for value in values:
+        for part in (p.strip() for p in value.split(",")):
+            if not part:
+                continue
+            if any(c in part for c in "*?["):
+                matched = [h for h in inventory.hosts if fnmatch.fnmatchcase(h, part)]
+                if not matched:
+                    raise InventoryError(f"{inventory.source}: --host {part!r} matches no host")
+            elif part in inventory.hosts:
+                matched = [part]
+            else:
+                near = _nearest(part, inventory.hosts)
+                raise InventoryError(f"{inventory.source}: unknown host {part!r}{near}")
+            found += [name for name in matched if name not in found]
+    return found
+
+
+def _nearest(word: str, known: Iterable[str]) -> str:
+    """ "; did you mean 'x'?" for the nearest of `known`, or ""."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def selected_restart_groups(
