@@ -32,22 +32,64 @@ class GateConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mode: GateMode | None = None
-    prompts: str | None = None
-    requests: int | None = Field(default=None, ge=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    max_new_tokens: int | None = Field(default=None, ge=1)
-    warmup_requests: int | None = Field(default=None, ge=0)
-    rounds: int | None = Field(default=None, ge=1)
-    bake_s: float | None = Field(default=None, ge=0)
-    request_timeout_s: float | None = Field(default=None, gt=0)
-    retries: int | None = Field(default=None, ge=0)
-    max_tokens_per_s_regression: float | None = Field(default=None, ge=0, lt=1)
-    min_accept_length_ratio: float | None = Field(default=None, ge=0)
-    greedy_match: str | None = None
-    max_error_rate: float | None = Field(default=None, ge=0, le=1)
-    max_p95_latency_ratio: float | None = Field(default=None, ge=1)
-    metrics: list[str] | None = None
+    mode: GateMode | None = Field(
+        default=None,
+        description="off, quick (replay only) or full (replay, then load and bake); "
+        "`push --gate` wins.",
+    )
+    prompts: str | None = Field(
+        default=None,
+        description='A JSONL file, {"text": ...} or {"input_ids": [...]} per line (relative '
+        "to the inventory); default: the patchset's.",
+    )
+    requests: int | None = Field(
+        default=None, ge=0, description="The load: at least this many requests..."
+    )
+    concurrency: int | None = Field(default=None, ge=1, description="...this many in flight...")
+    max_new_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens per request (greedy: temperature 0, ignore_eos)."
+    )
+    warmup_requests: int | None = Field(
+        default=None, ge=0, description="Requests after the restart, before measuring."
+    )
+    rounds: int | None = Field(
+        default=None, ge=1, description="Replay rounds; their spread is the noise band."
+    )
+    bake_s: float | None = Field(
+        default=None, ge=0, description="...for at least this many seconds, health polled."
+    )
+    request_timeout_s: float | None = Field(
+        default=None, gt=0, description="A request slower than this is an error."
+    )
+    retries: int | None = Field(
+        default=None, ge=0, description="Re-measures a failed speed check gets."
+    )
+    max_tokens_per_s_regression: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Largest fall of median tokens/s, or the baseline's noise band if wider.",
+    )
+    min_accept_length_ratio: float | None = Field(
+        default=None, ge=0, description="Lowest new / old accept length (plain decoding: 1.0)."
+    )
+    greedy_match: str | None = Field(
+        default=None,
+        description="exact, prefix:N or ratio:x (bf16 GPUs: prefix:N).",
+    )
+    max_error_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Largest errors / requests over replay + load."
+    )
+    max_p95_latency_ratio: float | None = Field(
+        default=None,
+        ge=1,
+        description="Largest replay p95 latency, new / old (x the noise band).",
+    )
+    metrics: list[str] | None = Field(
+        default=None,
+        description="Rules over the new server's /metrics, e.g. \"sglang:num_aborted_requests"
+        '_total == 0" or "delta(NAME) >= 1" (the change during the run).',
+    )
 
     @field_validator("greedy_match")
     @classmethod

@@ -38,23 +38,60 @@ class SmokeSpec(Strict):
     writes; unset min_accept_length comes from the patchset's [lossless].
     """
 
-    server_url: str = "http://127.0.0.1:30000"
-    expected_algorithm: str | None = "DDTREE"
-    expected_ddtree_budget: int | None = None
-    min_accept_length: float | None = Field(default=None, ge=0)
-    # The lossless gate (patchsets with [lossless]): false skips it on this host, visibly.
-    lossless: bool = True
-    lossless_prompts: list[LosslessPrompt] | None = None
-    prompt: str = "The capital of France is"
-    # The server's --api-key, read ON THE HOST by the agent (never sent to the controller):
-    # a file path (first line) or the name of an environment variable of the agent.
-    api_key_file: str | None = None
-    api_key_env: str | None = None
-    max_new_tokens: int = Field(default=16, ge=1)
-    timeout_s: float = Field(default=60.0, gt=0)
-    # The `imports` suite imports each patched module in a fresh interpreter of its own
-    # instead of a child forked from a warm parent (for hosts where fork is unsafe).
-    isolated_imports: bool = False
+    server_url: str = Field(
+        default="http://127.0.0.1:30000",
+        description="The server the `server` suite and the serving gate talk to, from the host.",
+    )
+    expected_algorithm: str | None = Field(
+        default="DDTREE",
+        description="The speculative algorithm /server_info must report; unset: what the "
+        "serve flags a push writes say.",
+    )
+    expected_ddtree_budget: int | None = Field(
+        default=None,
+        description="The DDTree budget /server_info must report; unset: the serve flags'.",
+    )
+    min_accept_length: float | None = Field(
+        default=None,
+        ge=0,
+        description="Lowest mean accept length the lossless gate accepts; unset: the "
+        "patchset's [lossless] min_accept_length.",
+    )
+    lossless: bool = Field(
+        default=True,
+        description="The lossless gate (patchsets with [lossless]); false skips it on this "
+        "host, visibly.",
+    )
+    lossless_prompts: list[LosslessPrompt] | None = Field(
+        default=None,
+        description="This host's lossless prompts ({ text = ... } or { input_ids = [...] }), "
+        "instead of the patchset's.",
+    )
+    prompt: str = Field(
+        default="The capital of France is",
+        description="The prompt of the `server` suite's generate check.",
+    )
+    api_key_file: str | None = Field(
+        default=None,
+        description="The server's --api-key: an absolute path ON THE HOST whose first line is "
+        "the key, read by the agent and never sent to the controller.",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="The server's --api-key: the name of a variable of the agent's session "
+        "(with become: sudo's environment); not with api_key_file.",
+    )
+    max_new_tokens: int = Field(
+        default=16, ge=1, description="Tokens the `server` suite's generate check asks for."
+    )
+    timeout_s: float = Field(
+        default=60.0, gt=0, description="Seconds one request of the `server` suite may take."
+    )
+    isolated_imports: bool = Field(
+        default=False,
+        description="The `imports` suite imports each patched module in a fresh interpreter "
+        "instead of a child forked from a warm parent (for hosts where fork is unsafe).",
+    )
 
     @field_validator("api_key_file")
     @classmethod
@@ -83,55 +120,133 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class Host(Strict):
     """One deploy target, with defaults already merged in."""
 
-    name: str
-    address: str = Field(min_length=1)
-    transport: Literal["ssh", "local"] = "ssh"
-    # Unset user/port: ~/.ssh/config's User/Port win, else the local user and 22 (as ssh).
-    user: str | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
-    # Jump host(s): an inventory host name or [user@]host[:port]; "a,b" chains (ProxyJump form).
-    jump: str | None = None
-    # The inventory hosts that `jump` reaches (their own jump_hosts empty): set by the loader,
-    # never written in an inventory; the transport builds the hop chain from them.
-    jump_hosts: tuple[Host, ...] = ()
-    keepalive_s: float = Field(default=15.0, ge=0)  # SSH keepalive; 0 turns it off
-    # Unanswered keepalives (keepalive_s apart) before the host counts as lost (OpenSSH's
-    # ServerAliveCountMax): a silent link gives up after keepalive_count × keepalive_s.
-    keepalive_count: int = Field(default=3, ge=1)
-    python: str = "/usr/bin/python3"
-    identity_file: str | None = None
-    known_hosts: str | None = None
-    # Run the agent (and so every service command) as become_user through `sudo -n`.
-    become: Literal["sudo"] | None = None
-    become_user: str = "root"
-    # The agent runs inside this container (`RUNTIME exec -i NAME PYTHON`); python is the
-    # container's. The host's own python (host_python) runs the host side: the container's
-    # inspect and restart, and the relay into the container (transport/launch.py).
-    container: str | None = Field(default=None, pattern=CONTAINER_NAME)
-    container_runtime: Literal["docker", "podman"] = "docker"
-    host_python: str = "/usr/bin/python3"
-    state_dir: str = DEFAULT_STATE_DIR
-    groups: tuple[str, ...] = ()
-    gpus: int = Field(default=0, ge=0)
-    connect_timeout_s: float = Field(default=10.0, gt=0)
-    # The host's server: `service` (one), or `services` (several servers of one env, e.g. one
-    # per GPU), restarted in this order; `service` is then the first of them (the one the
-    # serving gate and the after-restart suites measure through smoke.server_url).
-    services: tuple[ServiceSpec, ...] = ()  # before `service`: its errors name services.N
-    service: ServiceSpec = ServiceSpec()
-    # Between two of several services' restarts: None waits for each to answer health
-    # before restarting the next (servers that load weights at the same time choke, and
-    # share GPU memory); a number of seconds starts the next that long after the last and
-    # polls every health after the last start.
-    stagger_s: float | None = Field(default=None, ge=0)
-    hooks: HooksSpec = HooksSpec()
-    smoke: SmokeSpec = SmokeSpec()
-    serve: ServeOverrides = ServeOverrides()
-    # The serving gate for this host: [defaults.gate] < [groups.G.gate] (in the host's group
-    # order) < [hosts.NAME.gate], merged key by key; over the patchset's [gate].
-    gate: GateConfig | None = None
-    # The prompts of gate.prompts (a JSONL file, relative to the inventory), read at load.
-    gate_prompts: tuple[dict[str, object], ...] = ()
+    name: str = Field(description="The host's name: its [hosts.NAME] table's NAME.")
+    address: str = Field(
+        min_length=1,
+        description="Hostname, IP address or ssh_config alias (HostName, User, Port, "
+        "ProxyJump... then come from ssh_config).",
+    )
+    transport: Literal["ssh", "local"] = Field(
+        default="ssh", description="ssh, or local: run the agent on this machine (tests)."
+    )
+    user: str | None = Field(
+        default=None,
+        description="SSH login user; unset: ~/.ssh/config's User, else the local user.",
+    )
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="SSH port; unset: ~/.ssh/config's Port, else 22.",
+    )
+    jump: str | None = Field(
+        default=None,
+        description="Jump host(s): an inventory host name or [user@]host[:port]; "
+        '"a,b" chains (ProxyJump form). Every hop\'s key is checked.',
+    )
+    jump_hosts: tuple[Host, ...] = Field(
+        default=(),
+        description="The inventory hosts `jump` reaches: set by the loader, never written in "
+        "an inventory; the transport builds the hop chain from them.",
+    )
+    keepalive_s: float = Field(
+        default=15.0, ge=0, description="SSH keepalive interval on every hop; 0 turns it off."
+    )
+    keepalive_count: int = Field(
+        default=3,
+        ge=1,
+        description="Unanswered keepalives before a hop counts as lost (ServerAliveCountMax): "
+        "a silent link gives up after keepalive_count x keepalive_s.",
+    )
+    python: str = Field(
+        default="/usr/bin/python3",
+        description="The host's interpreter that runs SGLang (in a container: the "
+        "container's); it runs the agent.",
+    )
+    identity_file: str | None = Field(
+        default=None,
+        description="SSH private key, tried before ssh_config's IdentityFile entries (the "
+        "ssh-agent too, unless IdentitiesOnly).",
+    )
+    known_hosts: str | None = Field(
+        default=None,
+        description="A known_hosts file checked on every hop, with ~/.ssh/known_hosts and "
+        "/etc/ssh/ssh_known_hosts; unknown or changed keys are refused (exit 2).",
+    )
+    become: Literal["sudo"] | None = Field(
+        default=None,
+        description='"sudo": run the agent (and so every service command) as become_user '
+        "through `sudo -n` (never a password prompt).",
+    )
+    become_user: str = Field(
+        default="root", description='The user `become` runs the agent as: a name or "#UID".'
+    )
+    container: str | None = Field(
+        default=None,
+        pattern=CONTAINER_NAME,
+        description="The agent runs inside this container (`RUNTIME exec -i NAME PYTHON`); "
+        "python is then the container's.",
+    )
+    container_runtime: Literal["docker", "podman"] = Field(
+        default="docker", description="The runtime of `container`."
+    )
+    host_python: str = Field(
+        default="/usr/bin/python3",
+        description="With `container`: the host's own python (3.8+), which runs the "
+        "container's inspect and restart and relays requests into the container.",
+    )
+    state_dir: str = Field(
+        default=DEFAULT_STATE_DIR,
+        description="Backups, journal and lock on the host (0700); with `container`, put it "
+        "on a volume.",
+    )
+    groups: tuple[str, ...] = Field(
+        default=(), description="Group names this host is in (`-g NAME`, [groups.NAME])."
+    )
+    gpus: int = Field(
+        default=0,
+        ge=0,
+        description="GPUs the host declares: 0 skips the `gpu` smoke suite; more fails it "
+        "where CUDA is not usable.",
+    )
+    connect_timeout_s: float = Field(
+        default=10.0, gt=0, description="Seconds to open each SSH hop."
+    )
+    services: tuple[ServiceSpec, ...] = Field(  # before `service`: its errors name services.N
+        default=(),
+        description="[[hosts.NAME.services]]: several servers of one env (one per GPU), "
+        "restarted in this order; each merges over [defaults.service].",
+    )
+    service: ServiceSpec = Field(
+        default=ServiceSpec(),
+        description="The host's one server ([service]); with `services`, the first of them "
+        "(the one the serving gate and the after-restart suites measure).",
+    )
+    stagger_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Between several services' restarts: unset waits for each to answer "
+        "health before the next; N starts the next N seconds after the last, then polls every "
+        "health.",
+    )
+    hooks: HooksSpec = Field(
+        default=HooksSpec(), description="Controller commands around the restart."
+    )
+    smoke: SmokeSpec = Field(default=SmokeSpec(), description="Smoke suite settings.")
+    serve: ServeOverrides = Field(
+        default=ServeOverrides(),
+        description="This host's server flags and env, merged over the patchset's [serve].",
+    )
+    gate: GateConfig | None = Field(
+        default=None,
+        description="The serving gate: [defaults.gate] < [groups.G.gate] (in the host's "
+        "group order) < [hosts.NAME.gate], key by key, over the patchset's [gate].",
+    )
+    gate_prompts: tuple[dict[str, object], ...] = Field(
+        default=(),
+        description="The prompts of gate.prompts (a JSONL file relative to the inventory), "
+        "read at load: set by the loader.",
+    )
 
     @field_validator("python", "host_python", "state_dir")
     @classmethod
@@ -215,11 +330,22 @@ class RestartGroup(Strict):
     (for servers whose workers connect to a listening leader).
     """
 
-    name: str
-    members: tuple[str, ...] = Field(min_length=2)
-    leader: str
-    restart: Literal["together"] = "together"
-    start_order: Literal["workers_first", "leader_first"] = "workers_first"
+    name: str = Field(description="The group's name: its [groups.NAME] table's NAME.")
+    members: tuple[str, ...] = Field(
+        min_length=2,
+        description="Inventory hosts serving one server, each with a systemd or command "
+        "service; they change and restart as one.",
+    )
+    leader: str = Field(
+        description="The member that is rank 0: health, verify and the serving gate run there."
+    )
+    restart: Literal["together"] = Field(
+        default="together", description="How members restart: together (the only way)."
+    )
+    start_order: Literal["workers_first", "leader_first"] = Field(
+        default="workers_first",
+        description="leader_first for servers whose workers connect to a listening leader.",
+    )
 
     @model_validator(mode="after")
     def _leader_is_member(self) -> RestartGroup:

@@ -58,11 +58,17 @@ class DrainSpec(Strict):
     most timeout_s; a server that exports no such gauge gets grace_s instead.
     """
 
-    router: str
-    worker_url: str
-    metrics_url: str | None = None
-    timeout_s: float = Field(default=120.0, gt=0)
-    grace_s: float = Field(default=5.0, ge=0)
+    router: str = Field(description="The router's URL (its /remove_worker, /add_worker).")
+    worker_url: str = Field(description="This server's URL as the router knows it.")
+    metrics_url: str | None = Field(
+        default=None, description="Where sglang:num_running_reqs is read; unset: WORKER/metrics."
+    )
+    timeout_s: float = Field(
+        default=120.0, gt=0, description="Longest wait for 0 running requests, in seconds."
+    )
+    grace_s: float = Field(
+        default=5.0, ge=0, description="The wait instead, for a server without the gauge."
+    )
 
     @field_validator("router", "worker_url", "metrics_url")
     @classmethod
@@ -77,10 +83,17 @@ class HooksSpec(Strict):
     post_verify after the last gate passed, on_rollback after a rollback (failing after a
     restart: the host needs attention, exit 3)."""
 
-    pre_restart: str | None = None
-    post_verify: str | None = None
-    on_rollback: str | None = None
-    timeout_s: float = Field(default=300.0, gt=0)
+    pre_restart: str | None = Field(
+        default=None,
+        description="Before the first service stops; failing stops the push (files restored, "
+        "exit 1).",
+    )
+    post_verify: str | None = Field(default=None, description="After the last gate passed.")
+    on_rollback: str | None = Field(
+        default=None,
+        description="After a rollback; failing after a restart: exit 3 (needs attention).",
+    )
+    timeout_s: float = Field(default=300.0, gt=0, description="Seconds each hook may run.")
 
     @field_validator("pre_restart", "post_verify", "on_rollback")
     @classmethod
@@ -107,38 +120,76 @@ class ServiceSpec(Strict):
     metacharacters in them are plain argument text.
     """
 
-    # container: `RUNTIME restart NAME` on the host (the host's `container`), health polled by
-    # the agent inside the container (where the server listens).
-    kind: Literal["systemd", "command", "container", "none"] = "none"
-    # How events and `status` name this service (default: its unit, else "service" or,
-    # among several, "service<N>" by position).
-    name: str | None = Field(default=None, pattern=SERVICE_NAME)
-    unit: str | None = None
-    start: str | None = None
-    stop: str | None = None
-    status: str | None = None
-    log_file: str | None = None
-    # The serve file: a systemd EnvironmentFile (SGLANG_ARGS="..." plus env lines) that the
-    # service reads at start; a push of a patchset with [serve] writes it, a rollback
-    # restores it. systemd: EnvironmentFile=<args_file>, ExecStart=... $SGLANG_ARGS.
-    args_file: str | None = None
-    health_url: str = DEFAULT_HEALTH_URL
-    ready_timeout_s: float = Field(default=600.0, gt=0)
-    poll_interval_s: float = Field(default=1.0, gt=0)
-    # Start-up watchdog over the lines log_file gains while the server starts (Python
-    # regexes, searched in each line): a fail pattern ends the health wait at once, a
-    # progress pattern becomes an info event with the time it came.
-    fail_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_PATTERNS))
-    progress_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_PROGRESS_PATTERNS))
-    # A `command` restart finds processes of the stopped instance still holding the health
-    # port (or orphaned sglang:: processes): true ends them, false refuses to start.
-    kill_leftovers: bool = False
-    # Out of the load balancer while it restarts (the SGLang router's worker API).
-    drain: DrainSpec | None = None
-    # "worker": a non-zero rank of a multi-node server: it serves no health endpoint, so
-    # its liveness after a start is its status command (systemd: is-active), no health
-    # wait. "leader" (or unset): health-checked.
-    role: Literal["leader", "worker"] | None = None
+    kind: Literal["systemd", "command", "container", "none"] = Field(
+        default="none",
+        description="systemd (systemctl), command (start/stop/status scripts), container "
+        "(`RUNTIME restart NAME` on the host, health polled inside the container) or none "
+        "(never restarted).",
+    )
+    name: str | None = Field(
+        default=None,
+        pattern=SERVICE_NAME,
+        description="How events and `status` name it; unset: its unit, else service "
+        "(service<N> among several).",
+    )
+    unit: str | None = Field(default=None, description="kind systemd: the unit to restart.")
+    start: str | None = Field(
+        default=None, description="kind command: the start command (shlex-split, no shell)."
+    )
+    stop: str | None = Field(default=None, description="kind command: the stop command.")
+    status: str | None = Field(
+        default=None,
+        description="kind command: exits 0 while the server runs; a worker's liveness.",
+    )
+    log_file: str | None = Field(
+        default=None,
+        description="The server's log: read by the start-up watchdog, its tail shown on "
+        "failures (systemd: the journal is read instead).",
+    )
+    args_file: str | None = Field(
+        default=None,
+        description='The serve file: a systemd EnvironmentFile (SGLANG_ARGS="..." plus env '
+        "lines) the service reads at start; a push of a patchset with [serve] writes it, a "
+        "rollback restores it. Required for such patchsets.",
+    )
+    health_url: str = Field(
+        default=DEFAULT_HEALTH_URL, description="Polled after a start until it answers 200."
+    )
+    ready_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Longest health wait after a start (big models take minutes to load).",
+    )
+    poll_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="The longest wait between health polls (from 5 ms, doubling).",
+    )
+    fail_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_FAIL_PATTERNS),
+        description="Start-up watchdog: a log line matching one (Python regexes) ends the "
+        "health wait at once.",
+    )
+    progress_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PROGRESS_PATTERNS),
+        description="A log line matching one becomes an info event with its time.",
+    )
+    kill_leftovers: bool = Field(
+        default=False,
+        description="A restart finds processes of the stopped instance still holding the "
+        "health port (or orphaned sglang:: processes): true SIGTERMs them (SIGKILL after "
+        "10 s), false refuses to start.",
+    )
+    drain: DrainSpec | None = Field(
+        default=None,
+        description="Out of the load balancer while it restarts (the SGLang router's worker "
+        "API): { router = ..., worker_url = ... }.",
+    )
+    role: Literal["leader", "worker"] | None = Field(
+        default=None,
+        description="worker: a non-zero rank of a multi-node server, no health endpoint: its "
+        "liveness is its status (systemd: is-active). leader or unset: health-checked.",
+    )
 
     @field_validator("start", "stop", "status")
     @classmethod

@@ -119,8 +119,10 @@ class ServeConfig(_Strict):
     restores the old flags too. `args` are `--flag [value]` tokens.
     """
 
-    args: list[str] = []
-    env: dict[str, str] = {}
+    args: list[str] = Field(
+        default=[], description="Server arguments: `--flag [value]` tokens, no spaces or quotes."
+    )
+    env: dict[str, str] = Field(default={}, description="Environment variables of the server.")
 
     @field_validator("args")
     @classmethod
@@ -138,8 +140,8 @@ class ServeConfig(_Strict):
 class LosslessPrompt(_Strict):
     """One prompt of the lossless check: token ids (exact) or text (tokenized by the server)."""
 
-    input_ids: list[int] | None = None
-    text: str | None = None
+    input_ids: list[int] | None = Field(default=None, description="Token ids (exact).")
+    text: str | None = Field(default=None, description="Text, tokenized by the server.")
 
     @model_validator(mode="after")
     def _one(self) -> LosslessPrompt:

@@ -12,7 +12,7 @@ The image ``sglang-sandbox`` is the sandbox's Debian bookworm image plus the hos
 patch lands in a container's writable layer and a recreated container starts from the
 image's files again. The venv's base .pth points at /opt/ddtree-sandbox, bind-mounted
 read-only; the state dirs are a volume (the host's state dir), so the journal outlives a
-recreated container, as the README tells operators to set it up. A container runs on the
+recreated container, as docs/hosts.md tells operators to set it up. A container runs on the
 machine's network (``network_host``) or in its own network namespace with a loopback only
 (``--network none``): never a bridge, never a private-range address.
 """
@@ -35,7 +35,7 @@ from ddtree_sandbox.sshd import SshdSpec
 
 IMAGE = "sglang-sandbox"
 OPT = "/opt/ddtree-sandbox"
-STATE_DIR = "/var/lib/ddtree-deploy"  # a volume (the host's state dir), as the README asks
+STATE_DIR = "/var/lib/ddtree-deploy"  # a volume (the host's state dir), as docs/hosts.md asks
 STUB_MAIN = ("/srv/venv/bin/python", "/srv/service/sglang_stub.py", "serve")
 
 

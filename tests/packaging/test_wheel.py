@@ -1,10 +1,10 @@
 """The product wheel: what it carries, and that the CLI runs from it with no checkout beside it.
 
 The wheel is built offline (`pip wheel --no-deps --no-build-isolation`) from a copy of
-pyproject.toml and ddtree_deploy/, so the checkout gets no build/ or egg-info and nothing
-undeclared can slip in. It is installed into a venv made with --system-site-packages: the
-CLI's dependencies are not all in this machine's offline package
-indexes, so a plain venv could not get them. The wheel itself goes in with --no-deps
+pyproject.toml, README.md (its long description) and ddtree_deploy/, so the checkout gets
+no build/ or egg-info and nothing undeclared can slip in. It is installed into a venv made
+with --system-site-packages: the CLI's dependencies are not all in this machine's offline
+package indexes, so a plain venv could not get them. The wheel itself goes in with --no-deps
 --no-index, and each test checks that the venv's copy of ddtree_deploy is the one imported,
 not the editable checkout of the system site.
 """
@@ -49,13 +49,15 @@ class Installed:
 
 
 def build_wheel(dist: Path, source: Path) -> Path:
-    """Build the product wheel from pyproject.toml + ddtree_deploy/ copied to `source`."""
+    """Build the product wheel from pyproject.toml, README.md and ddtree_deploy/ copied to
+    `source`."""
     shutil.copytree(
         REPO / "ddtree_deploy",
         source / "ddtree_deploy",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    shutil.copyfile(REPO / "pyproject.toml", source / "pyproject.toml")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(REPO / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
         + [str(source), "-w", str(dist)],
@@ -97,6 +99,25 @@ def test_wheel_carries_the_smoke_suites_and_no_sandbox(installed):
     top_levels = {name.split("/")[0] for name in names}
     assert not any("sandbox" in name for name in names), sorted(top_levels)
     assert not any(name.startswith(("patchsets/", "tests/", "bench/")) for name in names)
+
+
+def test_wheel_leaves_the_devtools_out(installed):
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    assert "ddtree_deploy/devtools/__init__.py" not in names
+    assert not any(name.startswith("ddtree_deploy/devtools/") for name in names)
+    assert "ddtree_deploy/cli/app.py" in names  # the control: the package itself is there
+
+
+def test_wheel_metadata_has_readme_licence_and_urls(installed):
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        (meta_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = wheel.read(meta_name).decode("utf-8")
+    headers, _, body = metadata.partition("\n\n")
+    assert "Description-Content-Type: text/markdown" in headers
+    assert "License-Expression: Apache-2.0" in headers
+    assert "Project-URL: SGLang, https://github.com/sgl-project/sglang" in headers
+    assert body.startswith("# ddtree-deploy")  # README.md is the long description
+    assert "## Exit codes" in body
 
 
 def test_the_product_never_imports_the_sandbox():
