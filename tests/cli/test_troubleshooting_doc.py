@@ -17,7 +17,9 @@ SOURCE = "\n".join(
 PHRASES = [
     ("inventory file not found", "inventory file not found"),
     ("TOML syntax error", "TOML syntax error"),
-    ("missing required key 'address'", "missing required key 'address'"),
+    ("missing required key 'address'", "missing required key"),
+    ("unknown key 'adress'; did you mean 'address'?", "did you mean"),
+    ("systemd unit NAME not found on the host", "not found on the host (LoadState=not-found)"),
     ("--limit '…' matches no host", "matches no host"),
     ("no target: give --host, --group or --all", "no target: give --host, --group or --all"),
     ("of restart group 'G' selected without", "selected without"),
