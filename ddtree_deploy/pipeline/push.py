@@ -298,7 +298,7 @@ def _rollback(
     reason = reason or _failure_reason(response)
     result = restore_backup(
         push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package, force=True,
+        package=push.prepared.package, force=True, holder=push.opts.holder,
     )  # fmt: skip
     details = result.details
     if failed is not None:
@@ -346,7 +346,7 @@ def _lost(
     reason = f"{stage}: {exc}"
     result = restore_backup(
         run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package, force=True,
+        package=push.prepared.package, force=True, holder=push.opts.holder,
     )  # fmt: skip
     if traffic is not None:
         why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)
