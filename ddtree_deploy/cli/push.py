@@ -120,7 +120,10 @@ def push(
     --retry FILE pushes again only the hosts a previous push (its --json output) left
     failed, not started or needing attention (none: exit 0).
     """
-    chosen = retry_targets(run, retry) if retry is not None else run.targets.resolve()
+    if retry is not None:
+        chosen = retry_targets(run, retry, ignore_groups)
+    else:
+        chosen = run.targets.resolve()
     if retry is not None and not chosen:
         raise typer.Exit(0)  # retry_targets said why: every host ended ok
     hosts = with_isolated_imports(chosen, isolated_imports)

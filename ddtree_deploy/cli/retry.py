@@ -28,9 +28,11 @@ RetryOpt = Annotated[
 ]
 
 
-def retry_targets(run: RunContext, path: Path) -> list[Host]:
-    """The hosts to push again from the push output in `path`, in inventory order, narrowed
-    by --limit/--shard and with --become as given; [] when none needs it (said on stderr).
+def retry_targets(run: RunContext, path: Path, ignore_groups: bool = False) -> list[Host]:
+    """The hosts to push again from the push output in `path`, in inventory order, with
+    the other members of their restart groups (unless `ignore_groups`: --ignore-groups),
+    narrowed by --limit/--shard and with --become as given; [] when none needs it (said on
+    stderr).
 
     Raises ConfigError naming the file and the problem: unreadable, not a push's JSON Lines,
     -H/-g/--all given too, or hosts to retry that today's inventory lacks (named).
@@ -71,9 +73,21 @@ def retry_targets(run: RunContext, path: Path) -> list[Host]:
             f"--retry {path}: host(s) to retry not in the inventory {inventory.source}: "
             f"{', '.join(missing)}"
         )
-    targets = dataclasses.replace(run.targets, hosts=list(picked), groups=None, all_hosts=False)
+    # a restart group's members change and restart together: a retry takes them all
+    partners = [
+        member
+        for group in inventory.restart_groups.values()
+        if not ignore_groups and set(group.members) & set(picked)
+        for member in group.members
+        if member not in picked
+    ]
+    names = [*picked, *dict.fromkeys(partners)]
+    targets = dataclasses.replace(run.targets, hosts=names, groups=None, all_hosts=False)
     hosts = targets.resolve()
-    shown = ", ".join(f"{h.name} ({plan.outcomes[h.name].value})" for h in hosts)
+    shown = ", ".join(
+        f"{h.name} ({plan.outcomes[h.name].value if h.name in plan.outcomes else 'its group'})"
+        for h in hosts
+    )
     also = f" (the last of {plan.runs_in_file} runs in the file)" if plan.runs_in_file > 1 else ""
     run.console.print(
         Text(f"--retry {path}: push run {plan.run_id}{also}: retrying {len(hosts)}: {shown}"),

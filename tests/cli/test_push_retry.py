@@ -107,3 +107,15 @@ def test_nothing_to_retry_exits_0(tmp_path, inv):
     done = run_cli("push", "-i", str(inv), "--retry", str(path), "--json")
     assert done.returncode == 0, done.stderr
     assert "nothing to retry" in done.stderr and done.stdout == ""
+
+
+def test_a_restart_groups_partner_is_retried_with_its_member(tmp_path):
+    inv = tmp_path / "inv.toml"
+    service = '\n[hosts.{}.service]\nkind = "command"\nstart = "run"\nstop = "halt"\n'
+    group = '[groups.pair]\nmembers = ["b", "e"]\nleader = "b"\n'
+    inv.write_text(INVENTORY + service.format("b") + service.format("e") + group)
+    path = write(tmp_path, push_output(ENDS))
+    run, console = context(inv)
+    assert [h.name for h in retry_targets(run, path)] == ["b", "d", "e"]
+    assert "e (its group)" in console.export_text()
+    assert [h.name for h in retry_targets(run, path, ignore_groups=True)] == ["b", "d"]
