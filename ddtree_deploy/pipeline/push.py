@@ -210,6 +210,9 @@ class Changes:
         gate = self.gate
         if gate is not None and response.ok and (why := _judge(gate, request, response)):
             return self.rollback(why, response)
+        if gate is not None and not response.ok and _observed(gate, request):
+            gate.observe(steps[0][0], f"measurement failed: {_error(response)}", [])
+            return None  # --gate observe: a gate stage that failed stops nothing
         if not response.ok and request.on_fail == OnFail.IGNORE:
             run.recorder.info(steps[0][0], f"no reference recorded: {_error(response)}")
             return None  # verify says what it lacked
@@ -256,6 +259,11 @@ def _judge(gate: PushGate, request: Request, response: AgentResponse) -> str | N
     if Stage.CANARY in request.stages:
         return gate.judge_canary(response)
     return None
+
+
+def _observed(gate: PushGate, request: Request) -> bool:
+    """Whether `request` is a serving-gate stage run in observe mode (never rolls back)."""
+    return not gate.settings.enforced and bool(_GATE_STAGES & set(request.stages))
 
 
 def report_suites(run: HostRun, steps: list[Step], response: AgentResponse) -> list[dict[str, Any]]:

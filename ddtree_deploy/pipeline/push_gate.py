@@ -160,11 +160,13 @@ class PushGate:
 
     def observe(self, stage: Stage, verdict: str, names: list[str]) -> None:
         """Observe mode: what would have stopped the push (`verdict`; the failed checks'
-        `names`, [] for an unusable baseline) is said as an info event and a warning on the
+        `names`, or [] when the stage itself failed: an unusable baseline, a measurement
+        that could not run, named by `stage`) is said as an info event and a warning on the
         host's result; nothing is rolled back because of it."""
-        self.would_fail += names or ["baseline"]
+        names = names or [str(stage)]
+        self.would_fail += names
         said = f"observe mode: {verdict}; not rolled back"
-        data = {"observe": {"would_fail": names or ["baseline"], "rolled_back": False}}
+        data = {"observe": {"would_fail": names, "rolled_back": False}}
         self.run.recorder.info(stage, said, data=data)
         self.run.warnings.append(said)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ddtree_deploy.agent import OpResult
 from ddtree_deploy.cli.options import GateChoice, gate_mode
 from ddtree_deploy.gate.settings import GateConfig, resolve
 from ddtree_deploy.pipeline import PushOptions
@@ -175,3 +176,20 @@ def test_gate_observe_option_and_settings():
     assert settings.loads and not settings.enforced
     assert resolve(GateConfig(requests=8), PROMPTS, "full").enforced
     assert GateConfig(mode="observe").mode == "observe"  # an inventory may set it too
+
+
+@pytest.mark.parametrize("mode, outcome", [("observe", Outcome.OK), ("full", Outcome.ROLLED_BACK)])
+def test_a_measurement_that_cannot_run_stops_only_an_enforcing_gate(mode, outcome):
+    broken = OpResult(op="gate_measure", ok=False, code="exception", error="ConnectionRefused")
+    s = scene(
+        gate_host(),
+        gate_measure=[gated(measurement("baseline")), broken, gated(measurement("rollback"))],
+    )
+    result = push(s, opts(mode))
+    assert result.outcome == outcome, result.message
+    if mode == "observe":
+        assert s.fake.sent[-1] == COMMIT
+        assert result.details["gate"]["observe"]["would_fail"] == ["canary"]
+        assert any("canary: observe mode: measurement failed" in i for i in s.infos())
+    else:
+        assert ROLLBACK_RESTART in s.fake.sent
