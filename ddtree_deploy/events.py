@@ -30,7 +30,8 @@ class Stage(StrEnum):
     A push runs gate..prune (gate: the patchset's local gate on the controller; baseline
     and canary: the serving gate measuring the old server, then comparing the new one with
     it; unlock: the host lock released, also on a failure path); rollback and recover put
-    a backup back; status and check read a host; summary is every host's last event
+    a backup back; status and check read a host, history its journal's deploys; summary
+    is every host's last event
     (`info`), after any undo. The `gate` command's comparison reports under canary.
     input is a command refused before any host (bad input, exit 2): one event, host "".
     """
@@ -59,6 +60,7 @@ class Stage(StrEnum):
     RECOVER = "recover"
     STATUS = "status"
     CHECK = "check"
+    HISTORY = "history"
     SUMMARY = "summary"
 
 

@@ -20,8 +20,9 @@ load them. tests/cli/test_startup.py keeps it so; bench/NOTES.md has the numbers
 
 Modules: `app` (root and mounting), `context` (shared options, RunContext), `command` (the
 decorators), `options` (options several commands take), `choice` (patchset per host),
-`confirm`, `rollout` (run across hosts, print, exit), `exit_codes`, then one module per command
-or command group: push, plan, rollback, recover, status, smoke, hosts, backups, patchsets.
+`confirm`, `rollout` (run across hosts, print, exit), `exit_codes`, `retry` (push --retry),
+then one module per command or command group: push, plan, rollback, recover, status,
+history, smoke, hosts, backups, patchsets.
 """
 
 import atexit

@@ -8,6 +8,7 @@ from . import (
     backups,
     export,
     gate,
+    history,
     hosts,
     patchset_port,  # noqa: F401  (adds `patchset port|diff` to patchset_app)
     patchsets,
@@ -49,6 +50,7 @@ app.command()(rollback.rollback)
 app.command()(recover.recover)
 app.command()(status.status)
 app.command()(gate.gate)
+app.command()(history.history)
 app.add_typer(hosts.hosts_app, name="hosts")
 app.add_typer(backups.backups_app, name="backups")
 app.add_typer(export.export_app, name="export")

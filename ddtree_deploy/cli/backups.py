@@ -24,7 +24,15 @@ def list_backups(run: RunContext) -> None:
 
     hosts = run.targets.resolve()
     fn = partial(status_host, prepared=None, drift=False)
-    run_and_exit(run, "backups", hosts, fn, table=backups_table, result_on_stdout=True)
+    run_and_exit(
+        run,
+        "backups",
+        hosts,
+        fn,
+        table=backups_table,
+        result_on_stdout=True,
+        command="backups list",
+    )
 
 
 @backups_app.command("prune")
@@ -41,4 +49,6 @@ def prune(
 
     hosts = run.targets.resolve()
     holder = controller_holder()
-    run_and_exit(run, "backups prune", hosts, lambda r: prune_host(r, holder, keep))
+    run_and_exit(
+        run, "backups prune", hosts, lambda r: prune_host(r, holder, keep), command="backups prune"
+    )

@@ -9,6 +9,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "ddtree-deploy push -H ct129 -p ddtree@1.1.0",
         "ddtree-deploy push -g gpus -p ddtree --canary 1 --batch 25% --max-fail 1",
         "ddtree-deploy push --all -p ddtree --json --junit junit.xml > events.jsonl",
+        "ddtree-deploy push -p ddtree --retry events.jsonl   # only the hosts that failed",
+        "ddtree-deploy push -g gpus -p ddtree --gate observe   # gate measured, never rolls back",
     ),
     "plan": (
         "ddtree-deploy plan -H ct129 -p ddtree@1.1.0",
@@ -26,6 +28,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "status": (
         "ddtree-deploy status --all",
         "ddtree-deploy status -g gpus -p ddtree --check   # exit 3 when a patch is gone",
+    ),
+    "history": (
+        "ddtree-deploy history --all",
+        "ddtree-deploy history -g gpus --last 5 --json | jq -c 'select(.stage==\"history\")'",
     ),
     "gate": (
         "ddtree-deploy gate -H ct129 --gate quick",

@@ -40,4 +40,12 @@ def check(
     from ddtree_deploy.report import facts_table
 
     fn = read_only_fn(hosts_check, choice)
-    run_and_exit(run, "hosts check", hosts, fn, table=facts_table, result_on_stdout=True)
+    run_and_exit(
+        run,
+        "hosts check",
+        hosts,
+        fn,
+        table=facts_table,
+        result_on_stdout=True,
+        command="hosts check",
+    )

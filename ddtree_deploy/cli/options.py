@@ -85,16 +85,18 @@ class GateChoice(StrEnum):
     OFF = "off"
     QUICK = "quick"
     FULL = "full"
+    OBSERVE = "observe"
 
 
 GateModeOpt = Annotated[
     GateChoice | None,
     typer.Option(
         "--gate",
-        metavar="off|quick|full",
+        metavar="off|quick|full|observe",
         help="The serving gate: off, quick (replay the prompts, compare with the old "
-        "server's baseline) or full (replay + sustained load + bake). Default: as the "
-        "patchset's/inventory's [gate] says (off without one).",
+        "server's baseline), full (replay + sustained load + bake) or observe (full's "
+        "checks, measured and reported, but a push never rolls back on a failed one). "
+        "Default: as the patchset's/inventory's [gate] says (off without one).",
     ),
 ]
 
@@ -107,6 +109,7 @@ def gate_mode(choice: GateChoice | None) -> GateMode | None:
         GateChoice.OFF: "off",
         GateChoice.QUICK: "quick",
         GateChoice.FULL: "full",
+        GateChoice.OBSERVE: "observe",
     }
     return modes[choice]
 

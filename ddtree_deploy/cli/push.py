@@ -27,6 +27,7 @@ from .options import (
     gate_mode,
     with_isolated_imports,
 )
+from .retry import RetryOpt, retry_targets
 from .rollout import connect_first_hosts, run_and_exit
 
 # A lock shorter than a minute expires while the push that took it still runs (a push's
@@ -106,6 +107,7 @@ def push(
     yes: YesOpt = False,
     isolated_imports: IsolatedImportsOpt = False,
     ignore_groups: IgnoreGroupsOpt = False,
+    retry: RetryOpt = None,
 ) -> None:
     """Deploy a patchset: backup, install, compile, smoke, restart, health, commit.
 
@@ -115,8 +117,16 @@ def push(
     --canary N alone first, then --batch sizes; once --max-fail is passed (or a canary
     fails) no new host starts, and hosts this run deployed are rolled back. The members
     of a restart group ([groups.NAME] members) change and restart together, as one unit.
+    --retry FILE pushes again only the hosts a previous push (its --json output) left
+    failed, not started or needing attention (none: exit 0).
     """
-    hosts = with_isolated_imports(run.targets.resolve(), isolated_imports)
+    if retry is not None:
+        chosen = retry_targets(run, retry, ignore_groups)
+    else:
+        chosen = run.targets.resolve()
+    if retry is not None and not chosen:
+        raise typer.Exit(0)  # retry_targets said why: every host ended ok
+    hosts = with_isolated_imports(chosen, isolated_imports)
     restart_groups = run.targets.restart_groups(hosts, ignore_groups)
     choice = load_choice(patchset, patchsets_dir, strict)
     policy = RolloutPolicy(

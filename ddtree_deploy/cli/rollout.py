@@ -47,6 +47,7 @@ def run_and_exit(
     undo: UndoFn | None = None,
     groups: tuple[GroupUnit, ...] = (),
     result_on_stdout: bool = False,
+    command: str | None = None,
 ) -> NoReturn:
     """Run fn across hosts per policy (default: --parallel at a time), print the summary, write
     JUnit and the Markdown summary; raise typer.Exit with the documented code (the most urgent
@@ -55,6 +56,9 @@ def run_and_exit(
     `result_on_stdout` (read-only commands: plan, status, hosts check, backups list): the
     result tables are the command's data and go to stdout (terminal width, unlimited when
     piped), unless --json owns stdout; progress and errors stay on stderr.
+
+    `command`: the command's name as each --json `summary` line records it (default: the
+    title's first word, e.g. `push` of `push ddtree@1.1.0`).
     """
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
     from ddtree_deploy.fleet import run_rollout
@@ -73,7 +77,8 @@ def run_and_exit(
     console, out = run.console, run.output
     policy = policy or RolloutPolicy(parallel=run.parallel)
     with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:
-        sink = FanoutSink(JsonLinesSink() if out.json_lines else None, human)
+        named = command or title.split(" ", 1)[0]
+        sink = FanoutSink(JsonLinesSink(command=named) if out.json_lines else None, human)
         fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo, groups)
     data = data_console() if result_on_stdout and not out.json_lines else console
     if not hosts:

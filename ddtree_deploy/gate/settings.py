@@ -11,7 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-GateMode = Literal["off", "quick", "full"]
+# observe: every check of full, measured and reported, but a push never rolls back on a
+# failed one (the report says what would have failed); the `gate` command runs it as full.
+GateMode = Literal["off", "quick", "full", "observe"]
 
 # One metrics rule: `NAME{label="v",...} OP NUMBER` or `delta(NAME{...}) OP NUMBER`, where
 # delta is the change over the gate's run (after minus before); samples matching the name
@@ -160,8 +162,14 @@ class GateSettings:
 
     @property
     def loads(self) -> bool:
-        """Whether this gate runs the sustained load and bake (mode full, and load asked)."""
-        return self.mode == "full" and (self.requests > 0 or self.bake_s > 0)
+        """Whether this gate runs the sustained load and bake (mode full or observe, and
+        load asked)."""
+        return self.mode in ("full", "observe") and (self.requests > 0 or self.bake_s > 0)
+
+    @property
+    def enforced(self) -> bool:
+        """Whether a failed check stops a push (every mode but observe)."""
+        return self.mode != "observe"
 
 
 _THRESHOLD_KEYS = (

@@ -230,7 +230,7 @@ class Members:
             lambda i: restore_backup(
                 self.runs[i], changes[i].push.deploy_id, False, Stage.ROLLBACK,
                 reason=reason, unlock=False, package=changes[i].push.prepared.package,
-                force=True,
+                force=True, holder=changes[i].push.opts.holder,
             )
         )  # fmt: skip
         back = self.restart_all()

@@ -211,6 +211,9 @@ class Changes:
         gate = self.gate
         if gate is not None and response.ok and (why := _judge(gate, request, response)):
             return self.rollback(why, response)
+        if gate is not None and not response.ok and _observed(gate, request):
+            gate.observe(steps[0][0], f"measurement failed: {_error(response)}", [])
+            return None  # --gate observe: a gate stage that failed stops nothing
         if not response.ok and request.on_fail == OnFail.IGNORE:
             run.recorder.info(steps[0][0], f"no reference recorded: {_error(response)}")
             return None  # verify says what it lacked
@@ -259,6 +262,11 @@ def _judge(gate: PushGate, request: Request, response: AgentResponse) -> str | N
     return None
 
 
+def _observed(gate: PushGate, request: Request) -> bool:
+    """Whether `request` is a serving-gate stage run in observe mode (never rolls back)."""
+    return not gate.settings.enforced and bool(_GATE_STAGES & set(request.stages))
+
+
 def report_suites(run: HostRun, steps: list[Step], response: AgentResponse) -> list[dict[str, Any]]:
     """Emit one info event per suite result of the smoke ops in `steps`; return them."""
     reported = []
@@ -299,7 +307,7 @@ def _rollback(
     reason = reason or _failure_reason(response)
     result = restore_backup(
         push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package, force=True,
+        package=push.prepared.package, force=True, holder=push.opts.holder,
     )  # fmt: skip
     details = result.details
     if failed is not None:
@@ -347,7 +355,7 @@ def _lost(
     reason = f"{stage}: {exc}"
     result = restore_backup(
         run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package, force=True,
+        package=push.prepared.package, force=True, holder=push.opts.holder,
     )  # fmt: skip
     if traffic is not None:
         why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)

@@ -73,6 +73,8 @@ class PushGate:
     settings: GateSettings
     baseline: GateMeasurement | None = None
     checks: list[GateCheck] = field(default_factory=list)
+    # observe mode: the checks that failed and would have rolled the push back
+    would_fail: list[str] = field(default_factory=list)
 
     def judge_baseline(self, response: AgentResponse) -> str | None:
         """End the baseline stage: None when the old server gave a usable baseline, else
@@ -81,6 +83,12 @@ class PushGate:
         if measured is None:
             return None  # the op failed: its stage already failed, the push rolls back
         problem = unusable(measured)
+        if problem is not None and not self.settings.enforced:
+            self.observe(Stage.BASELINE, f"no usable baseline: {problem}", [])
+            self.run.recorder.ok(
+                Stage.BASELINE, describe_measurement(measured), data=_data(measured)
+            )
+            return None
         if problem is not None:
             reason = f"no usable baseline: {problem} (--gate off pushes without one)"
             self.run.recorder.fail(Stage.BASELINE, reason, data=_data(measured))
@@ -93,12 +101,21 @@ class PushGate:
         """End the canary stage: every check as an info event, then ok or fail; returns the
         failed checks (`gate.<name>: why; ...`) or None."""
         measured = response.result_as("gate_measure", GateMeasurement)
-        if measured is None or self.baseline is None:
+        if measured is None:
+            return None
+        if self.baseline is None:  # observe mode went on without one: nothing to compare
+            line = f"{describe_measurement(measured)} (no baseline to compare with)"
+            self.run.recorder.ok(Stage.CANARY, line, data=_data(measured))
             return None
         checks = compare(self.baseline, measured, self.settings.thresholds)
         checks = recheck_speed(self.run, self.settings, self.baseline, checks, Stage.CANARY)
         self.checks = report_checks(self.run, Stage.CANARY, checks)
         failed = describe_failures(self.checks)
+        if failed and not self.settings.enforced:
+            names = [c.name for c in self.checks if not c.passed]
+            self.observe(Stage.CANARY, f"gate failed: {failed}", names)
+            self.run.recorder.ok(Stage.CANARY, describe_measurement(measured), data=_data(measured))
+            return None
         if failed:
             self.run.recorder.fail(Stage.CANARY, f"gate failed: {failed}", data=_data(measured))
             return f"gate failed: {failed}"
@@ -133,7 +150,25 @@ class PushGate:
     def details(self) -> dict[str, Any]:
         """What a host result carries: the baseline's line and every check (JUnit cases)."""
         baseline = describe_measurement(self.baseline) if self.baseline else None
-        return {"baseline": baseline, "checks": [c.to_dict() for c in self.checks]}
+        details: dict[str, Any] = {
+            "baseline": baseline,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+        if not self.settings.enforced:
+            details["observe"] = {"would_fail": list(self.would_fail), "rolled_back": False}
+        return details
+
+    def observe(self, stage: Stage, verdict: str, names: list[str]) -> None:
+        """Observe mode: what would have stopped the push (`verdict`; the failed checks'
+        `names`, or [] when the stage itself failed: an unusable baseline, a measurement
+        that could not run, named by `stage`) is said as an info event and a warning on the
+        host's result; nothing is rolled back because of it."""
+        names = names or [str(stage)]
+        self.would_fail += names
+        said = f"observe mode: {verdict}; not rolled back"
+        data = {"observe": {"would_fail": names, "rolled_back": False}}
+        self.run.recorder.info(stage, said, data=data)
+        self.run.warnings.append(said)
 
 
 def recheck_speed(

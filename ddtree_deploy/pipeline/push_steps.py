@@ -114,7 +114,12 @@ class PushSteps:
             case Stage.BACKUP:
                 return [ops.backup_op(deploy_id, site, prepared, self.serve)]
             case Stage.JOURNAL:
-                intent = {"patchset": prepared.ref, "run_id": run.run_id, **self.container_fields}
+                intent = {
+                    "patchset": prepared.ref,
+                    "run_id": run.run_id,
+                    "holder": self.opts.holder,
+                    **self.container_fields,
+                }
                 backup = f"backups/{deploy_id}"
                 return [
                     ops.journal_op(
@@ -146,7 +151,12 @@ class PushSteps:
                 save = backup_file(deploy_id, AFTER_FILE)
                 return [gate_op(run.host, self.gate, "after", load=True, save_as=save)]
             case Stage.COMMIT:
-                fields = {"patchset": prepared.ref, "run_id": run.run_id, **self.container_fields}
+                fields = {
+                    "patchset": prepared.ref,
+                    "run_id": run.run_id,
+                    "holder": self.opts.holder,
+                    **self.container_fields,
+                }
                 return [ops.journal_op(deploy_id, "committed", **fields)]
             case Stage.UNLOCK:
                 return [ops.unlock_op(run.run_id)]

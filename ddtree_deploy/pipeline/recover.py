@@ -55,6 +55,7 @@ def recover_host(run: HostRun, holder: str, restart: bool, force: bool = False) 
         reason=reason,
         refuse_unsafe=True,
         force=force,
+        holder=holder,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result

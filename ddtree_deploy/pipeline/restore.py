@@ -23,6 +23,7 @@ def restore_backup(
     package: str = "sglang",
     refuse_unsafe: bool = False,
     force: bool = False,
+    holder: str | None = None,
 ) -> HostResult:
     """Restore, journal, restart+health when asked, unlock: one round trip when all goes well.
 
@@ -33,11 +34,14 @@ def restore_backup(
     the agent refuse before any write: REFUSED naming each file and its hashes, the lock
     released, nothing changed (`drift_refused`); with `force` (a push's own rollback:
     the host must end as it was) its bytes are saved beside the backup first and the
-    message says where.
+    message says where. `holder` (who runs it, `user@machine pid N`) goes into the journal
+    entry, for `history`.
     """
+    who = {"holder": holder} if holder else {}
+    journal = ops.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500], **who)
     steps: list[Step] = [
         (stage, ops.restore_op(deploy_id, run.host, package, force=force)),
-        (stage, ops.journal_op(deploy_id, final_state, run_id=run.run_id, reason=reason[:500])),
+        (stage, journal),
     ]
     if restart:
         steps += [(stage, op) for _, op in ops.service_ops(run.host)]

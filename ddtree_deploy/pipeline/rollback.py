@@ -70,6 +70,7 @@ def rollback_host(
         reason="rollback requested",
         refuse_unsafe=True,
         force=force,
+        holder=holder,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result

@@ -1,5 +1,6 @@
 """JUnit XML: one testcase per host x stage, one `smoke.<suite>` case per suite run and one
-`gate.<check>` case per serving-gate check."""
+`gate.<check>` case per serving-gate check (skipped, saying it would have failed, for a
+failed check under --gate observe)."""
 
 from __future__ import annotations
 
@@ -49,14 +50,19 @@ def junit_xml(name: str, results: list[HostResult]) -> str:
                     _suite_failure_text(s),
                 )
             )
-        for check in (r.details.get("gate") or {}).get("checks") or []:
+        gate = r.details.get("gate") or {}
+        for check in gate.get("checks") or []:
             detail = str(check.get("detail") or "")
             summary = detail.splitlines()[0] if detail else ""
+            # observe mode: a failed check stopped nothing; it is reported, not failed
+            observed = bool(gate.get("observe")) and not check.get("passed")
+            if observed:
+                summary = f"observe mode, not rolled back: would have failed: {summary}"
             cases.append(
                 (
                     f"gate.{check.get('name')}",
                     bool(check.get("passed")),
-                    False,
+                    observed,
                     0.0,
                     summary,
                     detail,

@@ -15,13 +15,21 @@ _STYLE = {"ok": "green", "fail": "bold red", "skip": "dim", "info": "cyan", "sta
 
 
 class JsonLinesSink:
-    """One JSON object per line, flushed at once so a CI job or a test can follow along."""
+    """One JSON object per line, flushed at once so a CI job or a test can follow along.
 
-    def __init__(self, stream: TextIO | None = None):
+    `command` (e.g. `push`): written into every `summary` line's data as "command", so a
+    later run reading the file back (`push --retry FILE`) knows which command wrote it.
+    """
+
+    def __init__(self, stream: TextIO | None = None, command: str | None = None):
         self._stream = stream or sys.stdout
+        self._command = command
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
+        if self._command and event.stage == "summary":
+            data = {**(event.data or {}), "command": self._command}
+            event = event.model_copy(update={"data": data})
         with self._lock:
             self._stream.write(event.model_dump_json() + "\n")
             self._stream.flush()

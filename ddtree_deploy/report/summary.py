@@ -100,7 +100,9 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     checks = [
-        (r.host, c) for r in results for c in (r.details.get("gate") or {}).get("checks") or []
+        (r.host, c, bool((r.details.get("gate") or {}).get("observe")))
+        for r in results
+        for c in (r.details.get("gate") or {}).get("checks") or []
     ]
     if checks:
         lines += [
@@ -108,8 +110,10 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
             "| host | check | baseline | new | limit | result |",
             "| --- | --- | ---: | ---: | --- | --- |",
         ]
-        for host, c in checks:
+        for host, c, observed in checks:
             verdict = "passed" if c.get("passed") else "**FAILED**"
+            if observed and not c.get("passed"):
+                verdict += " (observe: not rolled back)"
             cells = [
                 host,
                 f"gate.{c.get('name')}",

@@ -200,6 +200,12 @@ def gate_checks(result: HostResult) -> list[dict[str, Any]]:
     return list((result.details.get("gate") or {}).get("checks") or [])
 
 
+def gate_observed(result: HostResult) -> bool:
+    """Whether the host's gate ran in observe mode (--gate observe): its failed checks
+    were reported, and nothing was rolled back because of them."""
+    return bool((result.details.get("gate") or {}).get("observe"))
+
+
 def gate_table(results: list[HostResult]) -> Table | None:
     """One row per host x serving-gate check: baseline, new, limit, verdict and why; None
     when no host ran the gate."""
@@ -217,7 +223,15 @@ def gate_table(results: list[HostResult]) -> Table | None:
                 _plain(str(c.get("baseline") or "-")),
                 _plain(str(c.get("new") or "-")),
                 _plain(str(c.get("limit") or "-")),
-                "[green]passed[/]" if c.get("passed") else "[red]FAILED[/]",
+                _verdict(bool(c.get("passed")), gate_observed(r)),
                 _plain(first[0][:300] if first else ""),
             )
     return table
+
+
+def _verdict(passed: bool, observed: bool) -> str:
+    """A gate check's result cell: passed, FAILED, or in observe mode FAILED (observe: not
+    rolled back)."""
+    if passed:
+        return "[green]passed[/]"
+    return "[red]FAILED[/] (observe: not rolled back)" if observed else "[red]FAILED[/]"

@@ -378,6 +378,12 @@ def drift_op(deploy_id: str | None = None) -> Op:
     return Op.of(wire.DriftArgs(deploy_id=deploy_id))
 
 
+def history_op(deploys: int) -> Op:
+    """Return the read-only history op: the journal entries of the host's last `deploys`
+    deploys, from the journal and its rotated files."""
+    return Op.of(wire.HistoryArgs(deploys=deploys))
+
+
 def prune_op(keep: int) -> Op:
     """Return the prune op keeping the newest `keep` backups."""
     return Op.of(wire.PruneArgs(keep=keep))

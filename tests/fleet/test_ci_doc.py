@@ -30,7 +30,9 @@ def test_documented_example_line_is_a_valid_event():
     (example,) = [b for b in fenced("json") if '"stage": "summary"' in b]
     event = Event.model_validate_json(example)
     assert event.schema_version == EVENT_SCHEMA_VERSION
-    assert set(event.data) == {"outcome", "deploy_id", "version_now", "duration_s", "wave"}
+    assert set(event.data) == {
+        "outcome", "deploy_id", "version_now", "duration_s", "wave", "command"
+    }  # fmt: skip
 
 
 def test_documented_stage_order_and_exit_codes():

@@ -37,6 +37,7 @@ def test_every_builder_sends_arguments_the_agent_reads():
         ops.restore_op("d1", force=True),
         ops.drift_op(),
         ops.prune_op(3),
+        ops.history_op(7),
         gate_op(host, resolve(GateConfig(bake_s=5), ({"text": "hi"},)), "after", load=True),
         edits_op(Target(package="sglang", version="0.5.13.post1")),
     ]
@@ -45,6 +46,7 @@ def test_every_builder_sends_arguments_the_agent_reads():
     assert typed["lock_acquire"].pid == 9 and typed["lock_acquire"].controller == "ctl"
     assert typed["facts"].serve_path == "/e/s.env"
     assert typed["restore"].force and typed["drift"].deploy_id is None
+    assert typed["history"].deploys == 7
     results = typed["backup"].results  # what a restore compares to tell a hand edit
     assert results == {f.path: f.result_sha256 for f in p.files} | {serve.path: serve.sha256}
     plan, install = typed["check_plan"], typed["install"]

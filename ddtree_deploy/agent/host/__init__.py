@@ -24,6 +24,7 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     service_watch.py the start-up watchdog's log reader; leftovers of a stopped server
     health_probe.py  one GET of a health URL, answered by its status code (no urllib)
     ops_capture.py   edits: the package's files that differ from its RECORD, and their bytes
+    ops_history.py   history: the deploys the journal and its rotated files remember
     main.py          OPS table, flock, handle/run_ops, the stdin loop
     codecache.py     the compiled bundle kept in the user's cache dir (the bootstrap's loader)
 """

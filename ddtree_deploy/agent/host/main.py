@@ -54,6 +54,7 @@ OPS = {
     "smoke": _op("ops_smoke", "op_smoke"),
     "gate_measure": _op("ops_gate", "op_gate_measure"),
     "edits": _op("ops_capture", "op_edits"),
+    "history": _op("ops_history", "op_history"),
 }
 # What a push's later requests import, loaded while the agent waits for them (see main).
 WARM_MODULES = (".ops_files", ".ops_compile", ".ops_service", ".ops_smoke")
@@ -64,10 +65,10 @@ WARM_MODULES = (".ops_files", ".ops_compile", ".ops_service", ".ops_smoke")
 # only while holding the flock (Ctx.flock_held), so two preflights after a dead run cannot
 # both take the lock over. Every other request waits as long as a run may.
 _QUICK = {"facts", "check_plan", "lock_acquire"}
-# A request of only these ops needs no flock at all: facts, services, drift and edits only
-# read, and gate_measure only reads the server (it writes save_as atomically; a push that gates
-# holds the host lock).
-_NO_FLOCK = {"facts", "services", "drift", "gate_measure", "edits"}
+# A request of only these ops needs no flock at all: facts, services, drift, edits and
+# history only read (each journal file is replaced whole), and gate_measure only reads the
+# server (it writes save_as atomically; a push that gates holds the host lock).
+_NO_FLOCK = {"facts", "services", "drift", "gate_measure", "edits", "history"}
 # Ops that never read or write the state dir: a request of only these skips its checks.
 _NO_STATE = {"services", "restart", "health", "edits"}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0

@@ -42,9 +42,15 @@ class Ctx:
 def read_journal(ctx):
     """Return every journal entry in order ([] without a journal); an unreadable line
     becomes {"state": "corrupt", "raw": its first 200 characters}."""
+    return read_entries(ctx.journal_path)
+
+
+def read_entries(path):
+    """Return every entry of the journal file `path` (the journal or a rotated one), as
+    read_journal does ([] without the file)."""
     entries = []
     try:
-        with open_private(ctx.journal_path, "r") as fh:
+        with open_private(path, "r") as fh:
             for line in fh:
                 if line.strip():
                     try:

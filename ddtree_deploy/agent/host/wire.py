@@ -254,6 +254,12 @@ class DriftArgs(Record):
     deploy_id: Optional[str] = None
 
 
+class HistoryArgs(Record):
+    """history: how many deploys to return (the most recently started ones)."""
+
+    deploys: int = 20
+
+
 class PruneArgs(Record):
     """prune: how many backups to keep."""
 
@@ -278,6 +284,7 @@ OP_ARGS: Dict[str, Type[Record]] = {
     "prune": PruneArgs,
     "gate_measure": GateArgs,
     "edits": EditsArgs,
+    "history": HistoryArgs,
 }
 
 OP_NAME = {record: op for op, record in OP_ARGS.items()}

@@ -28,12 +28,14 @@ class LockRecord(TypedDict, total=False):
 
 class JournalEntry(TypedDict, total=False):
     """One journal line: a deploy's state (installing, committed, rolled_back, ...) and what
-    the controller recorded with it; an unreadable line is {state: corrupt, raw}."""
+    the controller recorded with it (holder: who ran it, `user@machine pid N`, from
+    entries written since history); an unreadable line is {state: corrupt, raw}."""
 
     deploy_id: str
     state: str
     ts: str
     run_id: str
+    holder: str
     patchset: str
     backup: str
     files: Dict[str, str]
@@ -42,6 +44,16 @@ class JournalEntry(TypedDict, total=False):
     raw: str
     container_id: str
     image: Optional[str]
+
+
+class HistoryResult(Record):
+    """What the history op found: the journal entries (journal.jsonl and its rotated
+    files, each entry once, oldest first) of the last deploys asked for; how many deploys
+    the journal remembers in all, and how many of its lines could not be read."""
+
+    entries: List[JournalEntry]
+    deploys: int
+    corrupt: int = 0
 
 
 class BackupEntry(TypedDict):
