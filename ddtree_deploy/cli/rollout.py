@@ -72,7 +72,7 @@ def run_and_exit(
 
     console, out = run.console, run.output
     policy = policy or RolloutPolicy(parallel=run.parallel)
-    with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:
+    with progress_sink(console, title, [h.name for h in hosts], out.verbosity) as human:
         sink = FanoutSink(JsonLinesSink() if out.json_lines else None, human)
         fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo, groups)
     data = data_console() if result_on_stdout and not out.json_lines else console
