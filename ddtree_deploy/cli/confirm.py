@@ -17,6 +17,11 @@ from . import exit_codes
 CONFIRM_ABOVE_HOSTS = 10
 
 
+def stdin_is_terminal() -> bool:
+    """Whether a question can be asked: stdin is a terminal (not CI, a pipe, a script)."""
+    return sys.stdin.isatty()
+
+
 def describe_change(action: str, change: str, hosts: list[Host]) -> Text:
     """What a command is about to do, for the question before it: the action, what it
     changes on each host (`change`, e.g. the patchset) and every host it will change, by
@@ -38,7 +43,7 @@ def confirm_targets(
 
     Raises typer.Exit (bad input, nothing changed) when the user says no.
     """
-    if yes or len(hosts) <= CONFIRM_ABOVE_HOSTS or not sys.stdin.isatty():
+    if yes or len(hosts) <= CONFIRM_ABOVE_HOSTS or not stdin_is_terminal():
         return
     console.print(describe_change(action, change or action, hosts), soft_wrap=True)
     if not typer.confirm(f"{action} on {len(hosts)} hosts?", default=False, err=True):
@@ -57,7 +62,7 @@ def confirm_deletion(
     """
     if yes or not hosts:
         return
-    if not sys.stdin.isatty():
+    if not stdin_is_terminal():
         raise ConfigError(
             f"{action} deletes {what} and stdin is not a terminal to ask on: give --yes to "
             "delete, or --dry-run to see what it would delete; nothing changed"

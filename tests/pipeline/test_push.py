@@ -235,7 +235,7 @@ def test_rollback_after_commit_restores_and_prunes(deploy, tmp_path):
         assert deploy.cli("rollback", "-H", "host0", "--no-restart").returncode == 0
     backups = deploy.host.state_dir_on_disk / "backups"
     assert len(list(backups.iterdir())) == 4
-    assert deploy.cli("backups", "prune", "-H", "host0", "--keep", "2").returncode == 0
+    assert deploy.cli("backups", "prune", "-H", "host0", "--keep", "2", "--yes").returncode == 0
     assert len(list(backups.iterdir())) == 2
     mode = backups.stat().st_mode & 0o777
     assert (
