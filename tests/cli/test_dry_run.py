@@ -6,6 +6,9 @@ own ops. Controls: the same commands without --dry-run do restore and delete."""
 
 from __future__ import annotations
 
+import json
+import time
+
 from ddtree_deploy.stages import op_builders as ops
 from tests.agent.conftest import MODULE, MODULE_TEXT, PATCHED_TEXT, FakeHost
 from tests.agent.test_drift_op import deploy
@@ -137,3 +140,38 @@ def test_prune_asks_on_a_terminal_listing_the_hosts(temp_host, tmp_path, monkeyp
     code, _, err = cli(inv, "backups", "prune", "--keep", "1", stdin="y\n")
     assert code == 0, err
     assert backups(temp_host) == [DEPLOYS[2]]
+
+
+def test_prune_dry_run_spares_an_installing_deploy_as_the_prune_does(temp_host, tmp_path):
+    inv = inventory(temp_host, tmp_path)
+    three_deploys(temp_host)
+    assert temp_host.call_ops(ops.journal_op(DEPLOYS[0], "installing")).ok
+    code, _, err = cli(inv, "backups", "prune", "--keep", "1", "--dry-run")
+    assert code == 0 and f"would delete 1 backup(s): {DEPLOYS[1]}; would keep 2" in err, err
+    code, _, err = cli(inv, "backups", "prune", "--keep", "1", "--yes")
+    assert code == 0, err
+    assert backups(temp_host) == [DEPLOYS[0], DEPLOYS[2]]
+
+
+def held_lock(host: FakeHost, run_id: str = "aaaa") -> None:
+    """A live run on another controller holds the host (as tests/faults/test_security.py)."""
+    held = {"run_id": run_id, "holder": "alice@build-7 pid 4242", "pid": 4242,
+            "controller": "build-7", "started": "2026-01-31T12:00:00+00:00",
+            "expires_epoch": time.time() + 3600}  # fmt: skip
+    lock = host.state / "lock"
+    lock.write_text(json.dumps(held))
+    lock.chmod(0o600)
+
+
+def test_dry_runs_say_another_runs_lock_would_refuse_them(temp_host, tmp_path):
+    inv = inventory(temp_host, tmp_path)
+    three_deploys(temp_host)
+    held_lock(temp_host)
+    before = state_of(temp_host)
+    for args in (["rollback"], ["backups", "prune", "--keep", "1"]):
+        code, _, err = cli(inv, *args, "--dry-run")
+        assert code == 4, (args, err)
+        assert "would be refused: host locked by alice@build-7 pid 4242" in err
+    code, _, err = cli(inv, "rollback", "--dry-run", "--break-lock", "--no-restart")
+    assert code == 0 and "would restore backup" in err, err  # control: --break-lock would go
+    assert state_of(temp_host) == before
