@@ -100,6 +100,7 @@ VerboseOpt = Annotated[
         "--verbose",
         "-v",
         count=True,
+        show_default=False,
         help="More detail on stderr: -v every stage start, -vv also each event's details "
         "(plain lines, as --json has them).",
     ),
