@@ -1,7 +1,7 @@
 """Command line: Typer wiring, output and exit codes only (the work is in fleet/ and pipeline/).
 
 Design. The options every host command shares (inventory, targets -H/-g/--all/--limit/--shard,
---parallel, output --json/--junit/--summary-file/-v) are declared once, as the typed fields of
+--parallel, output --json/--junit/--summary-file/-q/-v) are declared once, as the typed fields of
 `context.SharedOptions`. `command.host_command` turns those fields into Typer parameters of the
 root callback *and* of every host command, builds a frozen `RunContext` (options + the stderr
 console) and puts it on `ctx.obj`; the command body gets it as its first argument and declares
@@ -20,9 +20,10 @@ load them. tests/cli/test_startup.py keeps it so; bench/NOTES.md has the numbers
 
 Modules: `app` (root and mounting), `context` (shared options, RunContext), `command` (the
 decorators), `options` (options several commands take), `choice` (patchset per host),
-`confirm`, `rollout` (run across hosts, print, exit), `exit_codes`, `retry` (push --retry),
-then one module per command or command group: push, plan, rollback, recover, status,
-history, smoke, hosts, backups, patchsets.
+`confirm`, `complete` (shell completion of option values), `version` (--version), `wheels`
+(the pristine wheel's download, said on stderr), `rollout` (run across hosts, print, exit),
+`exit_codes`, `retry` (push --retry), then one module per command or command group: push,
+plan, rollback, recover, status, history, smoke, hosts, backups, patchsets.
 """
 
 import atexit

@@ -22,6 +22,7 @@ from . import (
 from .command import host_command
 from .context import RunContext
 from .help import help_width, readable
+from .version import VersionOpt
 
 app = typer.Typer(
     name="ddtree-deploy",
@@ -32,15 +33,16 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (cli/complete.py)
     context_settings=help_width(),
 )
 
 
 @app.callback()
 @host_command
-def root(run: RunContext) -> None:
-    """Shared options given before the command name; `host_command` puts them on ctx.obj."""
+def root(run: RunContext, version: VersionOpt = False) -> None:
+    """Shared options given before the command name; `host_command` puts them on ctx.obj.
+    `--version` prints and exits while the command line is parsed (cli/version.py)."""
 
 
 app.command()(push.push)

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from .command import host_command
+from .confirm import confirm_deletion
 from .context import RunContext
-from .rollout import run_and_exit
+from .rollout import connect_first_hosts, run_and_exit
 
 backups_app = typer.Typer(help="Backups kept on hosts.", no_args_is_help=True)
 
@@ -42,12 +43,32 @@ def prune(
     keep: Annotated[
         int, typer.Option("--keep", min=1, metavar="N", help="Backups to keep per host.")
     ] = 5,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete without asking (needed without a terminal).")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Say per host which backups would be deleted; delete nothing."
+        ),
+    ] = False,
 ) -> None:
-    """Delete all but the newest --keep backups (never one of an unfinished deploy)."""
+    """Delete all but the newest --keep backups (never one of an unfinished deploy).
+
+    Asks first, listing the hosts (--yes: don't; without a terminal --yes is required:
+    exit 2, nothing deleted). --dry-run says per host which backups would go, from a
+    read-only request (no lock taken)."""
+    hosts = run.targets.resolve()
+    if not dry_run:
+        what = f"all but the newest {keep} backup(s) of each host"
+        confirm_deletion(run.console, "backups prune", what, hosts, yes)
+    connect_first_hosts(run, hosts)
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
     from ddtree_deploy.pipeline import controller_holder, prune_host
+    from ddtree_deploy.pipeline.dry_run import plan_prune_host
 
-    hosts = run.targets.resolve()
+    if dry_run:
+        run_and_exit(run, "backups prune (dry run)", hosts, lambda r: plan_prune_host(r, keep))
     holder = controller_holder()
     run_and_exit(
         run, "backups prune", hosts, lambda r: prune_host(r, holder, keep), command="backups prune"

@@ -109,6 +109,7 @@ def _wire(fn: CommandBody[P], shared: tuple[inspect.Parameter, ...]) -> Callable
         ctx.obj = run
         skip_exit_collection()
         try:
+            run.output.check()
             body(run, **values)
         except ConfigError as exc:
             line = Text.assemble(("error:", "bold red"), f" {exc}")  # the message verbatim

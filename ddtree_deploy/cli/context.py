@@ -17,10 +17,13 @@ import typer
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
 from rich.segment import Segment
 
+from ddtree_deploy.errors import ConfigError
 from ddtree_deploy.fleet import parse_shard, shard_items
 from ddtree_deploy.inventory import Host, default_inventory_path, load_inventory, select_hosts
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.inventory.select import selected_restart_groups
+
+from .complete import complete_groups, complete_hosts, complete_limit
 
 InventoryOpt = Annotated[
     Path | None,
@@ -32,10 +35,24 @@ InventoryOpt = Annotated[
     ),
 ]
 HostOpt = Annotated[
-    list[str] | None, typer.Option("--host", "-H", metavar="HOST", help="Target host (repeat).")
+    list[str] | None,
+    typer.Option(
+        "--host",
+        "-H",
+        metavar="HOST",
+        help="Target host (repeat).",
+        autocompletion=complete_hosts,
+    ),
 ]
 GroupOpt = Annotated[
-    list[str] | None, typer.Option("--group", "-g", metavar="GROUP", help="Target group (repeat).")
+    list[str] | None,
+    typer.Option(
+        "--group",
+        "-g",
+        metavar="GROUP",
+        help="Target group (repeat).",
+        autocompletion=complete_groups,
+    ),
 ]
 AllOpt = Annotated[bool, typer.Option("--all", help="Target every host of the inventory.")]
 LimitOpt = Annotated[
@@ -44,6 +61,7 @@ LimitOpt = Annotated[
         "--limit",
         metavar="GLOB[,GLOB...]",
         help="Keep only hosts matching these glob(s), comma-sep.",
+        autocompletion=complete_limit,
     ),
 ]
 ShardOpt = Annotated[
@@ -54,6 +72,7 @@ ShardOpt = Annotated[
         help="Only shard I of N (1-based) of the selection, round-robin: 2/4.",
     ),
 ]
+MAX_VERBOSITY = 2  # -vvv says no more than -vv
 MAX_PARALLEL = 1024  # one thread and one SSH connection each
 ParallelOpt = Annotated[
     int,
@@ -75,7 +94,25 @@ SummaryFileOpt = Annotated[
         help='Append a Markdown summary table here (e.g. "$GITHUB_STEP_SUMMARY").',
     ),
 ]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show every stage start.")]
+VerboseOpt = Annotated[
+    int,
+    typer.Option(
+        "--verbose",
+        "-v",
+        count=True,
+        show_default=False,
+        help="More detail on stderr: -v every stage start, -vv also each event's details "
+        "(plain lines, as --json has them).",
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Less on stderr: only errors (failed stages) and the final result table.",
+    ),
+]
 BecomeOpt = Annotated[
     bool,
     typer.Option(
@@ -101,7 +138,8 @@ class SharedOptions:
     json_lines: JsonOpt = False
     junit: JunitOpt = None
     summary_file: SummaryFileOpt = None
-    verbose: VerboseOpt = False
+    verbose: VerboseOpt = 0
+    quiet: QuietOpt = False
     become: BecomeOpt = False
 
 
@@ -143,7 +181,18 @@ class Output:
     json_lines: bool = False
     junit: Path | None = None
     summary_file: Path | None = None
-    verbose: bool = False
+    verbose: int = 0  # -v 1, -vv 2
+    quiet: bool = False
+
+    @property
+    def verbosity(self) -> int:
+        """How much progress goes to stderr: -1 quiet (-q), 0 normal, 1 (-v), 2 (-vv)."""
+        return -1 if self.quiet else min(self.verbose, MAX_VERBOSITY)
+
+    def check(self) -> None:
+        """Raise ConfigError when both -q and -v were given."""
+        if self.quiet and self.verbose:
+            raise ConfigError("give -q (quieter) or -v (more detail), not both")
 
 
 @dataclass(frozen=True)
@@ -162,7 +211,7 @@ class RunContext:
     @property
     def output(self) -> Output:
         opts = self.options
-        return Output(opts.json_lines, opts.junit, opts.summary_file, opts.verbose)
+        return Output(opts.json_lines, opts.junit, opts.summary_file, opts.verbose, opts.quiet)
 
     @property
     def parallel(self) -> int:

@@ -23,6 +23,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "rollback": (
         "ddtree-deploy rollback -H ct129",
         "ddtree-deploy rollback -H ct129 --to DEPLOY_ID   # from `status` or `backups list`",
+        "ddtree-deploy rollback -g gpus --dry-run         # what would be restored",
     ),
     "recover": ("ddtree-deploy recover -H ct129   # after a run died mid-install",),
     "status": (
@@ -43,7 +44,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "ddtree-deploy hosts check --all --json | jq -c 'select(.stage==\"summary\")'",
     ),
     "backups list": ("ddtree-deploy backups list -H ct129",),
-    "backups prune": ("ddtree-deploy backups prune --all --keep 3",),
+    "backups prune": (
+        "ddtree-deploy backups prune --all --keep 3 --dry-run   # what would be deleted",
+        "ddtree-deploy backups prune --all --keep 3 --yes",
+    ),
     "patchset list": (
         "ddtree-deploy patchset list",
         "ddtree-deploy patchset list --json | jq -r .ref",

@@ -21,6 +21,7 @@ from ddtree_deploy.patchset import Patchset, default_patchsets_dir, resolve_patc
 from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 
 from .command import local_command
+from .complete import complete_patchsets
 from .context import RunContext
 from .options import PatchsetsDirOpt
 
@@ -29,7 +30,14 @@ export_app = typer.Typer(
     no_args_is_help=True,
 )
 RefOpt = Annotated[
-    str, typer.Option("--patchset", "-p", metavar="NAME@VERSION", help="NAME@VERSION (locked).")
+    str,
+    typer.Option(
+        "--patchset",
+        "-p",
+        metavar="NAME@VERSION",
+        help="NAME@VERSION (locked).",
+        autocompletion=complete_patchsets,
+    ),
 ]
 OutOpt = Annotated[
     Path, typer.Option("--out", metavar="DIR", help="A new directory to write (must not exist).")

@@ -12,6 +12,7 @@ from ddtree_deploy.stages import PreparedPatchset
 
 from .choice import optional_choice, read_only_fn
 from .command import host_command
+from .complete import complete_patchsets
 from .context import RunContext
 from .options import GateModeOpt, PatchsetsDirOpt, StrictOpt, gate_mode
 from .rollout import run_and_exit
@@ -30,6 +31,7 @@ def gate(
             "-p",
             metavar="NAME[@VERSION]",
             help="Its [gate] defaults and prompts apply too.",
+            autocompletion=complete_patchsets,
         ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,

@@ -8,6 +8,7 @@ import typer
 
 from .choice import optional_choice, read_only_fn
 from .command import host_command
+from .complete import complete_patchsets
 from .context import RunContext
 from .options import PatchsetsDirOpt, StrictOpt
 from .rollout import connect_first_hosts, run_and_exit
@@ -26,6 +27,7 @@ def check(
             "-p",
             metavar="NAME[@VERSION]",
             help="Hash the files this patchset touches.",
+            autocompletion=complete_patchsets,
         ),
     ] = "ddtree",
     patchsets_dir: PatchsetsDirOpt = None,

@@ -10,6 +10,7 @@ import typer
 
 from ddtree_deploy.gate.settings import GateMode
 
+from .complete import complete_patchsets
 from .confirm import CONFIRM_ABOVE_HOSTS
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ PatchsetOpt = Annotated[
         "-p",
         metavar="NAME[@VERSION]",
         help="NAME@VERSION, or NAME: per host, its highest version targeting the host's sglang.",
+        autocompletion=complete_patchsets,
     ),
 ]
 StrictOpt = Annotated[
@@ -44,6 +46,14 @@ YesOpt = Annotated[
         "--yes",
         "-y",
         help=f"Do not ask before changing more than {CONFIRM_ABOVE_HOSTS} hosts on a terminal.",
+    ),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Say per host what would be restored or deleted, and whether it would be "
+        "refused; change nothing (read-only requests only, no lock taken).",
     ),
 ]
 NoRestartOpt = Annotated[

@@ -20,6 +20,7 @@ from .command import local_command
 from .context import RunContext, data_console
 from .options import PatchsetsDirOpt
 from .patchsets import RefArg, patchset_app
+from .wheels import fetch_wheels
 
 if TYPE_CHECKING:
     from ddtree_deploy.patchset.port_write import PortReport
@@ -85,6 +86,7 @@ def port(
     target = parse_to_arg(to, old.spec.target)
     version = check_port_version(as_version) if as_version else None
     step = continue_port if resume else port_patchset
+    fetch_wheels(run, old.spec.target, target)
     report = step(base, old, target, version, work_dir)
     _print_port(run, report)
     if report.work_dir is not None:
@@ -150,7 +152,9 @@ def diff(
     from ddtree_deploy.patchset.compare import diff_patchsets
 
     base = patchsets_dir or default_patchsets_dir()
-    found = diff_patchsets(resolve_patchset(base, a), resolve_patchset(base, b))
+    first, second = resolve_patchset(base, a), resolve_patchset(base, b)
+    fetch_wheels(run, first.spec.target, second.spec.target)
+    found = diff_patchsets(first, second)
     if as_json or run.output.json_lines:
         sys.stdout.write(json.dumps(found.model_dump()) + "\n")
         return

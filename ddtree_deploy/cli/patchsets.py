@@ -26,13 +26,15 @@ from ddtree_deploy.patchset import (
 from .command import local_command
 from .context import InventoryOpt, RunContext, data_console
 from .options import PatchsetsDirOpt
+from .wheels import CACHE_HELP, fetch_wheels
 
 if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (start-up time)
     from ddtree_deploy.patchset.author import FileRow
     from ddtree_deploy.patchset.capture import Capture
 
 patchset_app = typer.Typer(
-    help="Patchsets on disk: list, lock, verify, new, port, diff.", no_args_is_help=True
+    help=f"Patchsets on disk: list, lock, verify, new, port, diff.\n\n{CACHE_HELP}",
+    no_args_is_help=True,
 )
 RefArg = Annotated[
     str,
@@ -121,6 +123,7 @@ def lock(
         message = f"upgraded the lock of {ps.ref}: patchset.toml recorded ({upgraded.spec_sha256})"
         run.console.print(message, markup=False)
         return
+    fetch_wheels(run, ps.spec.target)
     written = write_lock(ps, replace=force)
     message = f"locked {ps.ref}: {len(written.files)} files against {written.wheel}"
     run.console.print(message, markup=False)
@@ -133,6 +136,7 @@ def verify(
 ) -> None:
     """Re-materialise, compare every hash and patchset.toml with the lock, compile the results."""
     ps = resolve_patchset(patchsets_dir or default_patchsets_dir(), ref)
+    fetch_wheels(run, ps.spec.target)
     checked = verify_patchset(ps)
     if as_json or run.output.json_lines:
         record = {"ref": ps.ref, "verified": True, "files": len(checked.files)}
@@ -248,6 +252,7 @@ def new(
             f"{base / name / version}: already exists; a released version never changes"
         )
     lent = resolve_patchset(base, like) if like else None
+    fetch_wheels(run, pinned)
     wheel = fetch_wheel(pinned)
     capture: Capture
     if from_tree is not None:

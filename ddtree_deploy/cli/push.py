@@ -137,7 +137,7 @@ def push(
         rollback_on_abort=rollback_on_abort,
     )
     if not dry_run:
-        confirm_targets(run.console, f"push {choice.label}", hosts, yes)
+        confirm_targets(run.console, "push", hosts, yes, f"patchset {choice.label}")
         smoke_sources = load_smoke_sources(choice.suite_names, default_smoke_dir())
     connect_first_hosts(run, hosts, policy, grouped=bool(restart_groups))
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.

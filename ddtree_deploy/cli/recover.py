@@ -6,8 +6,8 @@ import functools
 
 from .command import host_command
 from .context import RunContext
-from .options import ForceOpt, IgnoreGroupsOpt, NoRestartOpt
-from .rollout import run_and_exit
+from .options import DryRunOpt, ForceOpt, IgnoreGroupsOpt, NoRestartOpt
+from .rollout import connect_first_hosts, run_and_exit
 
 
 @host_command
@@ -16,6 +16,7 @@ def recover(
     no_restart: NoRestartOpt = False,
     ignore_groups: IgnoreGroupsOpt = False,
     force: ForceOpt = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Restore hosts left `installing` by a run that died (controller killed, link lost).
 
@@ -24,9 +25,23 @@ def recover(
 
     The members of a restart group recover together: every member the dead run left
     installing is restored, one that already committed that run's deploy is rolled back,
-    and the group restarts as one; selecting only some of them is refused."""
+    and the group restarts as one; selecting only some of them is refused.
+
+    --dry-run says per host which unfinished deploy's backup would be restored (its files)
+    and whether hand edits or a live run's lock would refuse it; nothing is changed (a
+    group member that already committed is read as a host with nothing to recover)."""
     hosts = run.targets.resolve()
     groups = run.targets.restart_groups(hosts, ignore_groups)
+    if dry_run:
+        connect_first_hosts(run, hosts)
+        from ddtree_deploy.pipeline.dry_run import plan_recover_host
+
+        run_and_exit(
+            run,
+            "recover (dry run)",
+            hosts,
+            lambda r: plan_recover_host(r, not no_restart, force),
+        )
     # Loaded when the command runs, not when the CLI starts: cli/__init__.py says why.
     from ddtree_deploy.fleet import GroupUnit
     from ddtree_deploy.pipeline import controller_holder, recover_host

@@ -76,7 +76,7 @@ def run_and_exit(
 
     console, out = run.console, run.output
     policy = policy or RolloutPolicy(parallel=run.parallel)
-    with progress_sink(console, title, [h.name for h in hosts], out.verbose) as human:
+    with progress_sink(console, title, [h.name for h in hosts], out.verbosity) as human:
         named = command or title.split(" ", 1)[0]
         sink = FanoutSink(JsonLinesSink(command=named) if out.json_lines else None, human)
         fleet = run_rollout(hosts, fn, new_run_id(), sink, policy, undo, groups)

@@ -9,6 +9,7 @@ import typer
 
 from .choice import optional_choice, read_only_fn
 from .command import host_command
+from .complete import complete_patchsets
 from .context import RunContext
 from .options import PatchsetsDirOpt, StrictOpt
 from .rollout import connect_first_hosts, run_and_exit
@@ -20,7 +21,11 @@ def status(
     patchset: Annotated[
         str | None,
         typer.Option(
-            "--patchset", "-p", metavar="NAME[@VERSION]", help="Also report drift against this."
+            "--patchset",
+            "-p",
+            metavar="NAME[@VERSION]",
+            help="Also report drift against this.",
+            autocompletion=complete_patchsets,
         ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,

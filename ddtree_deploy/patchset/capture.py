@@ -75,7 +75,8 @@ def capture_from_tree(directory: Path, wheel: Path, package: str = DEFAULT_PACKA
 
     Every file under the package is compared with the wheel's (size and CRC-32 from the
     wheel's index first, so unchanged files cost no decompression). Raises PatchsetError for a
-    changed or added binary file or one over the size limit.
+    changed or added binary file or one over the size limit, and for wheel files missing from
+    the tree (`describe_missing`: counted, not listed: a partial tree misses hundreds).
     """
     root = find_package_dir(directory, package)
     ignored: list[str] = []
@@ -104,8 +105,26 @@ def capture_from_tree(directory: Path, wheel: Path, package: str = DEFAULT_PACKA
                 continue
             _check_text(path, data, "changed" if info is not None else "not in the wheel")
             (changed if info is not None else added)[rel] = data
-    deleted = sorted(rel for rel in infos if rel not in seen and not is_ignored(rel))
-    return Capture(changed, added, deleted, ignored, source=f"tree {directory}")
+    missing = sorted(rel for rel in infos if rel not in seen and not is_ignored(rel))
+    if missing:
+        raise PatchsetError(describe_missing(directory, missing, package))
+    return Capture(changed, added, [], ignored, source=f"tree {directory}")
+
+
+MISSING_NAMED = 3  # a partial tree misses hundreds of files: name a few, count the rest
+
+
+def describe_missing(directory: Path, missing: list[str], package: str) -> str:
+    """The refusal of a tree that lacks wheel files: how many, the first few by name, and
+    the way out (a partial tree is almost always a few edited files copied alone)."""
+    shown = ", ".join(missing[:MISSING_NAMED])
+    more = len(missing) - MISSING_NAMED
+    listed = f"{shown} and {more} more" if more > 0 else shown
+    return (
+        f"tree {directory}: {len(missing)} file(s) missing ({listed}): a --from-tree folder "
+        f"must hold the whole {package} package as installed, and a patchset cannot delete "
+        "files; for a few edited files use --from-diff"
+    )
 
 
 def _walk_package(root: Path, package: str, ignored: list[str]) -> list[tuple[str, str]]:

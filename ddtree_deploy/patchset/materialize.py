@@ -29,19 +29,36 @@ class Materialized:
 
 
 def cache_dir() -> Path:
+    """Where downloads are kept: `$DDTREE_DEPLOY_CACHE`, else ~/.cache/ddtree-deploy."""
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ddtree-deploy")
 
 
+def wheels_dir() -> Path:
+    """Where the pristine target wheels are kept (`cache_dir()`/wheels)."""
+    return cache_dir() / "wheels"
+
+
+def _wheel_prefix(target: Target) -> str:
+    return f"{target.package.replace('-', '_')}-{target.version}-"
+
+
+def cached_wheel(target: Target) -> Path | None:
+    """The target's wheel when the cache holds one, else None (nothing is downloaded)."""
+    cached = sorted(wheels_dir().glob(_wheel_prefix(target) + "*.whl"))
+    return cached[0] if cached else None
+
+
 def fetch_wheel(target: Target) -> Path:
-    """The target's wheel from the cache, downloaded once with `pip download --no-deps`.
+    """The target's wheel from the cache, downloaded once with `pip download --no-deps`
+    (cli/wheels.py says so on stderr first).
 
     Any ABI's wheel will do: the .py files are identical across them.
     """
-    wheels = cache_dir() / "wheels"
-    prefix = f"{target.package.replace('-', '_')}-{target.version}-"
-    cached = sorted(wheels.glob(prefix + "*.whl"))
-    if cached:
-        return cached[0]
+    cached_one = cached_wheel(target)
+    if cached_one is not None:
+        return cached_one
+    wheels = wheels_dir()
+    prefix = _wheel_prefix(target)
     wheels.mkdir(parents=True, exist_ok=True)
     spec = f"{target.package}=={target.version}"
     base_cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels)]

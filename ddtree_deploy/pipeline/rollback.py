@@ -7,6 +7,7 @@ import dataclasses
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.pipeline.dry_run import pick_rollback_target
 from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
@@ -52,16 +53,10 @@ def rollback_host(
     facts = pre.facts()
     if not pre.ok or facts is None:
         return run.result(Outcome.NEEDS_ATTENTION, pre.error or "preflight failed")
-    target = to
+    target, why = pick_rollback_target(facts, to)
     if target is None:
-        committed = [d for d in facts.deploys if d.get("state") == "committed"]
-        if not committed:
-            run.release_lock()
-            return run.result(Outcome.REFUSED, "no committed deploy to roll back")
-        target = committed[-1]["deploy_id"]
-    elif target not in {b["deploy_id"] for b in facts.backups if not b.get("broken")}:
         run.release_lock()
-        return run.result(Outcome.REFUSED, f"no backup named {target!r} on this host")
+        return run.result(Outcome.REFUSED, why)
     result = restore_backup(
         run,
         target,

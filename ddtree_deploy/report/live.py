@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ddtree_deploy.events import Event, EventSink
 from ddtree_deploy.report.clean import clean_text, plain
-from ddtree_deploy.report.sinks import ConsoleSink
+from ddtree_deploy.report.sinks import DETAILS, NORMAL, QUIET, ConsoleSink
 
 _MARK = {
     "ok": "[green]✓[/]",
@@ -145,11 +145,14 @@ def _visible(rows: list[_Row], limit: int) -> list[_Row]:
 
 @contextmanager
 def progress_sink(
-    console: Console, title: str, hosts: Sequence[str], verbose: bool = False
+    console: Console, title: str, hosts: Sequence[str], verbosity: int = NORMAL
 ) -> Iterator[EventSink]:
-    """The Live view while the block runs when `console` is a terminal; plain lines otherwise."""
-    if not console.is_terminal or console.is_dumb_terminal:
-        yield ConsoleSink(console, verbose=verbose)
+    """The Live view while the block runs when `console` is a terminal; plain lines otherwise,
+    and also under -q (only failures: no live view) and -vv (every event with its details).
+    `verbosity`: report/sinks.py's QUIET..DETAILS."""
+    plain_lines = verbosity in (QUIET, DETAILS)
+    if plain_lines or not console.is_terminal or console.is_dumb_terminal:
+        yield ConsoleSink(console, verbosity=verbosity)
         return
     with LiveDisplay(console, title, hosts) as display:
         yield display

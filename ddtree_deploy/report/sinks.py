@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from typing import TextIO
@@ -35,17 +36,27 @@ class JsonLinesSink:
             self._stream.flush()
 
 
-class ConsoleSink:
-    """Human progress on stderr; `start` lines only when verbose. Host, stage and message are
-    printed verbatim (markup escaped), without a host's escapes (report/clean.py)."""
+# How much ConsoleSink prints (the CLI's -q, nothing, -v, -vv).
+QUIET = -1  # only failed stages: the final table says the rest
+NORMAL = 0  # every stage's end (ok, fail, skip) and info lines
+STARTS = 1  # and every stage's start
+DETAILS = 2  # and each event's data, as one JSON line under it
 
-    def __init__(self, console: Console, verbose: bool = False):
+
+class ConsoleSink:
+    """Human progress on stderr, as much as `verbosity` says (QUIET..DETAILS). Host, stage,
+    message and details are printed verbatim (markup escaped), without a host's escapes
+    (report/clean.py)."""
+
+    def __init__(self, console: Console, verbosity: int = NORMAL):
         self._console = console
-        self._verbose = verbose
+        self._verbosity = verbosity
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        if event.event == "start" and not self._verbose:
+        if event.event == "start" and self._verbosity < STARTS:
+            return
+        if event.event != "fail" and self._verbosity <= QUIET:
             return
         if event.stage == "summary":
             return  # the summary table says it better
@@ -60,6 +71,11 @@ class ConsoleSink:
                 highlight=False,
                 soft_wrap=True,
             )
+            if event.data and self._verbosity >= DETAILS:
+                details = json.dumps(event.data, sort_keys=True, default=str)
+                self._console.print(
+                    f"  [dim]{plain(details)}[/]", markup=True, highlight=False, soft_wrap=True
+                )
 
 
 class FanoutSink:

@@ -47,6 +47,7 @@ def test_restore_refuses_a_hand_edit_and_force_saves_it_first(fake_host):
     assert (fake_host.site / NEW_FILE).read_text() == NEW_TEXT  # nothing restored
     status = fake_host.call_ops(ops.drift_op())
     assert status.results[0].data["drift"] == [found]
+    assert status.results[0].data["files"] == [NEW_FILE, MODULE]  # what a restore puts back
 
     forced = fake_host.call_ops(ops.restore_op(deploy_id, package=PACKAGE, force=True))
     assert forced.ok, forced

@@ -12,7 +12,7 @@ from ddtree_deploy.cli import RunContext, SharedOptions, app
 from ddtree_deploy.cli.command import host_command
 
 SHARED_FLAGS = {"--inventory", "--host", "--group", "--all", "--limit", "--shard", "--parallel"}
-SHARED_FLAGS |= {"--json", "--junit", "--summary-file", "--verbose", "--become"}
+SHARED_FLAGS |= {"--json", "--junit", "--summary-file", "--verbose", "--quiet", "--become"}
 HOST_COMMANDS = [
     ["push"],
     ["plan"],
@@ -72,6 +72,13 @@ def test_after_the_command_name_wins_and_the_rest_is_kept():
     run = invoke_probe("--parallel", "2", "-H", "a", "show", "--parallel", "5")
     assert run.parallel == 5
     assert run.targets.hosts == ["a"]
+
+
+def test_verbosity_counts_and_quiet_either_side():
+    assert invoke_probe("-vv", "show").output.verbosity == 2
+    assert invoke_probe("show", "-v").output.verbosity == 1
+    assert invoke_probe("-q", "show").output.verbosity == -1
+    assert invoke_probe("show").output.verbosity == 0
 
 
 def test_the_root_callback_puts_the_run_context_on_ctx_obj():

@@ -204,7 +204,7 @@ def test_lock_is_taken_only_with_break_lock_and_the_holder_is_shown(sandbox_fact
     lock.chmod(0o600)
     before = host.tree_digest()
     for args in (["push", "-H", "host0"], ["rollback", "-H", "host0"],
-                 ["backups", "prune", "-H", "host0", "--keep", "1"]):  # fmt: skip
+                 ["backups", "prune", "-H", "host0", "--keep", "1", "--yes"]):  # fmt: skip
         done = _cli(sandbox, *args, patchsets=fast if args[0] == "push" else None)
         assert done.returncode == 4, (args, done.stderr)
         assert "alice@build-7 pid 4242" in done.stderr, args

@@ -94,6 +94,12 @@ def a_deleted_file_in_the_tree(pristine: Path, edited: Path, tmp: Path) -> list[
     return ["--from-tree", str(site)]
 
 
+def a_partial_tree(pristine: Path, edited: Path, tmp: Path) -> list[str]:
+    """Only the edited file copied out of a site-packages: the usual way to a partial tree."""
+    write_file(tmp / "partial" / SPEC_INFO, (edited / SPEC_INFO).read_bytes())
+    return ["--from-tree", str(tmp / "partial")]
+
+
 def a_deleted_file_in_a_diff(pristine: Path, edited: Path, tmp: Path) -> list[str]:
     text = (pristine / SPEC_INFO).read_text()
     body = "".join("-" + ln for ln in text.splitlines(keepends=True))
@@ -129,7 +135,11 @@ CASES: dict[str, tuple[Case, str]] = {
         "a binary file (GIT binary patch in diff --git a/old/sglang/srt/weights.bin",
     ),
     "path_escaping": (a_path_escaping_the_package, "escapes the sglang/ package"),
-    "deleted_in_tree": (a_deleted_file_in_the_tree, "sglang/srt/speculative/eagle_utils.py"),
+    "deleted_in_tree": (
+        a_deleted_file_in_the_tree,
+        "1 file(s) missing (sglang/srt/speculative/eagle_utils.py)",
+    ),
+    "partial_tree": (a_partial_tree, "; for a few edited files use --from-diff"),
     "deleted_in_diff": (a_deleted_file_in_a_diff, f"which a patchset cannot do: {SPEC_INFO}"),
     "no_changes": (a_tree_as_it_was_released, "no changes against sglang==0.5.13.post1"),
     "two_sources": (two_sources, "(--from-tree and --from-diff given)"),
@@ -197,3 +207,21 @@ def test_a_malformed_target_is_refused(target, expected, ddtree_site, tmp_path):
 def test_a_malformed_ref_is_refused(ref, expected, ddtree_site, tmp_path):
     code, out = new_patchset(tmp_path, ref, "--from-tree", str(ddtree_site))
     assert code == 2 and expected in out
+
+
+def test_a_partial_tree_counts_what_is_missing_instead_of_listing_it(
+    pristine_site, ddtree_site, tmp_path
+):
+    args = a_partial_tree(pristine_site, ddtree_site, tmp_path)
+    patchsets = tmp_path / "patchsets"
+    patchsets.mkdir()
+    code, out = new_patchset(patchsets, "mine@1.0.0", *args)
+    assert code == 2, out
+    from ddtree_deploy.patchset.capture import is_ignored
+
+    files = [p.relative_to(pristine_site).as_posix() for p in pristine_site.rglob("*")]
+    wheel_files = [f for f in files if (pristine_site / f).is_file() and not is_ignored(f)]
+    missing = len(wheel_files) - 1  # the one edited file is there
+    folded = " ".join(out.split())
+    assert f"{missing} file(s) missing (" in folded and f"and {missing - 3} more)" in folded
+    assert folded.count("sglang/") < 10  # three named, not hundreds

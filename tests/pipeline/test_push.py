@@ -235,13 +235,35 @@ def test_rollback_after_commit_restores_and_prunes(deploy, tmp_path):
         assert deploy.cli("rollback", "-H", "host0", "--no-restart").returncode == 0
     backups = deploy.host.state_dir_on_disk / "backups"
     assert len(list(backups.iterdir())) == 4
-    assert deploy.cli("backups", "prune", "-H", "host0", "--keep", "2").returncode == 0
+    assert deploy.cli("backups", "prune", "-H", "host0", "--keep", "2", "--yes").returncode == 0
     assert len(list(backups.iterdir())) == 2
     mode = backups.stat().st_mode & 0o777
     assert (
         mode == 0o700
         and (deploy.host.state_dir_on_disk / "journal.jsonl").stat().st_mode & 0o777 == 0o600
     )
+
+
+def test_dry_runs_over_ssh_say_what_they_would_do_and_change_nothing(deploy):
+    """rollback/recover/backups prune --dry-run on a real sshd host: the plan of each, and
+    the host's files, journal and backups untouched (tests/cli/test_dry_run.py has the
+    cases against a temp host's agent; this one goes through SSH and real sglang files)."""
+    assert deploy.cli("push", "-H", "host0", "--no-restart").returncode == 0
+    deploy_id = deploy.journal()[-1]["deploy_id"]
+    state = deploy.host.state_dir_on_disk
+    before = (deploy.host.tree_digest(), deploy.journal(), sorted(os.listdir(state / "backups")))
+    rollback = deploy.cli("rollback", "-H", "host0", "--dry-run")
+    assert rollback.returncode == 0, rollback.stderr
+    assert f"would restore backup {deploy_id}" in rollback.stderr
+    assert "sglang/srt/speculative/spec_info.py" in rollback.stderr
+    recover = deploy.cli("recover", "-H", "host0", "--dry-run")
+    assert recover.returncode == 0 and "nothing to recover" in recover.stderr
+    prune = deploy.cli("backups", "prune", "-H", "host0", "--keep", "1", "--dry-run")
+    assert prune.returncode == 0 and "nothing to delete: 1 backup(s)" in prune.stderr
+    after = (deploy.host.tree_digest(), deploy.journal(), sorted(os.listdir(state / "backups")))
+    assert after == before and not deploy.lock_file().exists()
+    done = deploy.cli("rollback", "-H", "host0", "--no-restart")  # control: the real one
+    assert done.returncode == 0 and deploy.host.tree_digest() != before[0]
 
 
 def _summary(done) -> dict:

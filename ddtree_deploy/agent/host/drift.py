@@ -191,10 +191,11 @@ def current_deploy(entries):
 
 
 def op_drift(ctx, args):
-    """Return {"deploy_id", "drift", "unchecked", "error"} for args.deploy_id (default: the
-    deploy the host should be at, see current_deploy): what `status` shows. Reads only."""
+    """Return {"deploy_id", "drift", "unchecked", "error", "files"} for args.deploy_id
+    (default: the deploy the host should be at, see current_deploy): what `status` shows,
+    and every file a restore of that backup puts back (`rollback --dry-run`). Reads only."""
     deploy_id = args.deploy_id or current_deploy(read_journal(ctx))
-    answer = {"deploy_id": deploy_id, "drift": [], "unchecked": [], "error": None}
+    answer = {"deploy_id": deploy_id, "drift": [], "unchecked": [], "error": None, "files": []}
     if deploy_id is None:
         return answer
     try:
@@ -204,4 +205,5 @@ def op_drift(ctx, args):
     if manifest is None:
         return dict(answer, error="no backup %s" % deploy_id)
     drift, unchecked = find_drift(ctx, deploy_id, manifest)
-    return dict(answer, drift=drift, unchecked=unchecked)
+    files = sorted(key for key, _full, _info in _entries(manifest))
+    return dict(answer, drift=drift, unchecked=unchecked, files=files)

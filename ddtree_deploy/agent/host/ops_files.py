@@ -17,7 +17,7 @@ from .files import (
     write_atomic,
 )
 from .private import open_private, private_sha256
-from .pure import apply_unified_diff, sha256_bytes, sha256_file
+from .pure import apply_unified_diff, sha256_bytes, sha256_file, split_backups
 from .restore_check import check_manifest
 from .state import deploy_states, list_backups, read_journal
 from .wire import Code, OpFailed
@@ -287,13 +287,10 @@ def op_prune(ctx, args):
     """Keep the newest args.keep backups, never removing one whose deploy is still
     `installing`; return {"removed": [deploy ids], "kept": [deploy ids]}."""
     states = deploy_states(read_journal(ctx))
-    backups = list_backups(ctx)  # deploy ids sort by time: they start with a UTC stamp
-    removable = [b for b in backups if states.get(b["deploy_id"], {}).get("state") != "installing"]
-    keep = int(args.keep)
-    doomed = removable[: max(0, len(removable) - keep)]
-    for b in doomed:
-        shutil.rmtree(os.path.join(ctx.backups_dir, b["deploy_id"]))
-    return {
-        "removed": [b["deploy_id"] for b in doomed],
-        "kept": [b["deploy_id"] for b in backups if b not in doomed],
-    }
+    # deploy ids sort by time: they start with a UTC stamp
+    ids = [b["deploy_id"] for b in list_backups(ctx)]
+    installing = {d for d in ids if states.get(d, {}).get("state") == "installing"}
+    removed, kept = split_backups(ids, installing, args.keep)
+    for deploy_id in removed:
+        shutil.rmtree(os.path.join(ctx.backups_dir, deploy_id))
+    return {"removed": removed, "kept": kept}

@@ -15,7 +15,9 @@ STATUS_TIMEOUT_S = 30
 HEALTH_REQUEST_TIMEOUT_S = 20  # sglang's own health probe may take up to 20 s: never cut it
 STATUS_EVERY_POLLS = 5  # a `command` service's status is asked every this many health polls
 FIRST_RETRY_S = 0.005  # health: the wait after the first refused poll, doubled up to the interval
-ERROR_WAIT_S = 2.0  # a fail line: how long the traceback's last line (the error) may take
+# a fail line: how long the traceback's last line (the error) may take (2 s missed it once on
+# a loaded 2-core machine)
+ERROR_WAIT_S = 5.0
 ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception): .+)$")  # `ValueError: why`, any prefix
 
 

@@ -1,9 +1,10 @@
-"""Hashes, file classification and the strict unified-diff applier: the code the lock
-(controller) and the host share, so both compute a patched file's bytes the same way."""
+"""Hashes, file classification, the backups a prune removes and the strict unified-diff
+applier: the code the controller and the host share, so both compute a patched file's bytes
+(the lock) and a prune's choice (`backups prune --dry-run`) the same way."""
 
 import hashlib
 import re
-from typing import Optional, Sequence
+from typing import Collection, List, Optional, Sequence, Tuple
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -40,6 +41,17 @@ def classify_file(
     if current in upgrades:
         return "upgrade"
     return "drifted"
+
+
+def split_backups(
+    backup_ids: Sequence[str], installing_ids: Collection[str], keep: int
+) -> Tuple[List[str], List[str]]:
+    """Return (removed, kept): which of `backup_ids` (oldest first) a prune keeping the
+    newest `keep` removes, and the rest in order. A backup whose deploy is in
+    `installing_ids` (still `installing`: recover needs it) is never removed nor counted."""
+    removable = [b for b in backup_ids if b not in installing_ids]
+    removed = removable[: max(0, len(removable) - int(keep))]
+    return removed, [b for b in backup_ids if b not in removed]
 
 
 def apply_unified_diff(base_text: str, diff_text: str) -> str:
