@@ -135,7 +135,10 @@ def verify(
     run: RunContext, ref: RefArg, as_json: JsonFlag = False, patchsets_dir: PatchsetsDirOpt = None
 ) -> None:
     """Re-materialise, compare every hash and patchset.toml with the lock, compile the results."""
+    from ddtree_deploy.patchset.lock import check_sources
+
     ps = resolve_patchset(patchsets_dir or default_patchsets_dir(), ref)
+    check_sources(ps)  # the lock and patchset.toml first: an edited table needs no download
     fetch_wheels(run, ps.spec.target)
     checked = verify_patchset(ps)
     if as_json or run.output.json_lines:

@@ -101,7 +101,11 @@ def test_bad_patchset_exit_2_clear_message(case, tmp_path):
     done = run_cli("patchset", "lock", "ddtree@1.0.0", "--patchsets-dir", str(dirs))
     assert done.returncode == 2, done.stderr
     assert expected in done.stderr
-    assert re.match(r"^error: ", done.stderr)
+    # one error line; only a download the command announced may come before it
+    lines = done.stderr.splitlines()
+    errors = [i for i, line in enumerate(lines) if re.match(r"^error: ", line)]
+    assert len(errors) == 1, done.stderr
+    assert all(line.startswith("downloading ") for line in lines[: errors[0]]), done.stderr
 
 
 def test_source_changed_after_lock_is_refused_before_any_host(tmp_path):
