@@ -11,8 +11,10 @@ and the ssh_config parsing.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from ddtree_deploy.transport.known_hosts import (
 def open_route(host_name: str, hops: tuple[Hop, ...]) -> list[paramiko.SSHClient]:
     """One connected, authenticated client per hop, first to last; on any failure the
     hops opened so far are closed and ConnectError/HostKeyError names the failing hop."""
+    _quiet_paramiko()
     clients: list[paramiko.SSHClient] = []
     try:
         for index, hop in enumerate(hops):
@@ -46,6 +49,16 @@ def open_route(host_name: str, hops: tuple[Hop, ...]) -> list[paramiko.SSHClient
         close_route(clients)
         raise
     return clients
+
+
+def _quiet_paramiko() -> None:
+    """Keep Paramiko's own log off the console: its transport thread logs a failed
+    handshake as ERROR lines with a traceback, and with no handler configured Python's
+    last-resort handler prints them to stderr, above our one line per host (which says
+    the same). Done when a route opens, not at import: importing us changes nothing."""
+    quiet = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in quiet.handlers):
+        quiet.addHandler(logging.NullHandler())
 
 
 def close_route(clients: list[paramiko.SSHClient]) -> None:
@@ -92,6 +105,7 @@ def _open_hop(host_name: str, hop: Hop, sock: Any) -> paramiko.SSHClient:
     client = paramiko.SSHClient()  # no host keys loaded: every key goes to our policy
     client.set_missing_host_key_policy(_KnownHostsPolicy(host_name, hop, known, files))
     key_files = [os.path.expanduser(path) for path in hop.key_files]
+    started = time.monotonic()
     try:
         client.connect(
             hop.hostname,
@@ -115,9 +129,26 @@ def _open_hop(host_name: str, hop: Hop, sock: Any) -> paramiko.SSHClient:
             host_name, f"{hop.describe}: authentication failed as {hop.user!r}: {exc}"
         ) from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
+        transport = client.get_transport()
+        banner = bool(transport is not None and getattr(transport, "remote_version", ""))
+        waited = time.monotonic() - started
         client.close()
-        raise ConnectError(host_name, f"SSH failed to {hop.describe}: {exc}") from None
+        why = str(exc) if banner else _no_banner(exc, hop, waited)
+        raise ConnectError(host_name, f"SSH failed to {hop.describe}: {why}") from None
     return client  # keepalive: transport/alive.py asks for replies once the route is open
+
+
+def _no_banner(exc: BaseException, hop: Hop, waited_s: float) -> str:
+    """One wording per condition when the peer never sent an SSH banner. Paramiko says
+    "Error reading SSH protocol banner" (a socket error glued on) or, when its thread lost
+    the race, "No existing session", for a silent peer as for one that closed or reset."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, TimeoutError) or waited_s >= 0.9 * hop.connect_timeout_s:
+        return (
+            f"no SSH banner within {hop.connect_timeout_s:g} s "
+            "(not an SSH server, or its sshd is stalled)"
+        )
+    return "the connection closed before an SSH banner (not an SSH server, or sshd turned us away)"
 
 
 def read_known_keys(hop: Hop) -> tuple[list[KnownKey], list[str]]:
