@@ -236,8 +236,7 @@ class FaultHost:
     def _session_pids(self) -> list[int]:
         """Per-connection sshd processes of the host ("sshd: root@notty", "[priv]")."""
         if not self.is_unit_host:
-            pids = find_children(self.host.sshd_pid())
-            return [pid for pid in pids if read_cmdline(pid).startswith("sshd:")]
+            return session_pids(self.host.sshd_pid())
         ns = _pid_ns(self._anchor_pid())
         found = []
         for entry in Path("/proc").iterdir():
@@ -269,14 +268,7 @@ class FaultHost:
     def cut_ssh(self) -> int:
         """SIGKILL every per-connection sshd process of the host (the listener stays);
         returns how many were killed."""
-        killed = 0
-        for pid in self._session_pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-        return killed
+        return kill_all(self._session_pids())
 
     def tmpfs_over(self, path: str, size: str = "16m") -> None:
         """Mount a tmpfs holding a copy of `path` over it (inside the host namespace)."""
@@ -328,6 +320,23 @@ def _mount_ns(pid: int | None) -> str | None:
         return os.readlink(f"/proc/{pid}/ns/mnt")
     except OSError:
         return None
+
+
+def session_pids(sshd_pid: int | None) -> list[int]:
+    """The per-connection processes ("sshd: root@notty", "[priv]") of an sshd listener."""
+    return [pid for pid in find_children(sshd_pid) if read_cmdline(pid).startswith("sshd:")]
+
+
+def kill_all(pids: list[int]) -> int:
+    """SIGKILL each pid; returns how many were still there to kill."""
+    killed = 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:
+            pass
+    return killed
 
 
 def _pid_ns(pid: int | None) -> str | None:

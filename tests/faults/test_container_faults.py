@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from ddtree_sandbox.processes import find_children, read_cmdline
+from ddtree_sandbox.processes import read_cmdline
 from tests.containers.conftest import READY_LINE, Bench, wait_ready
 from tests.containers.test_container_hosts import container_view, image_view, results
-from tests.faults.hostside import _mount_ns
+from tests.faults.hostside import _mount_ns, kill_all, session_pids
 from tests.faults.runner import CLI_TIMEOUT_S, Push, _bad_import, relock_without_compiling
 from tests.support import make_patchset, run_cli, utils_file
 
@@ -93,15 +93,7 @@ def _wait_stage(push: Push, stage: str, timeout_s: float = 180.0) -> None:
 
 
 def _cut_ssh(bench: Bench) -> int:
-    killed = 0
-    for pid in find_children(bench.host.sshd_pid()):
-        if read_cmdline(pid).startswith("sshd:"):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-    return killed
+    return kill_all(session_pids(bench.host.sshd_pid()))
 
 
 def _ends_before_or_after(bench: Bench, inventory: Path, patchsets: Path, said: str) -> str:
