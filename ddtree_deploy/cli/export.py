@@ -22,6 +22,18 @@ from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 
 from .command import local_command
 from .context import RunContext
+from .export_verify import (
+    DockerHostOpt,
+    RuntimeOpt,
+    VerifyEnvOpt,
+    VerifyGpusOpt,
+    VerifyMountOpt,
+    VerifyOpt,
+    VerifyPythonOpt,
+    VerifySuiteOpt,
+    check_verify_options,
+    gate_image,
+)
 from .options import PatchsetsDirOpt
 
 export_app = typer.Typer(
@@ -83,17 +95,35 @@ def _export_oci(
         str | None, typer.Option("--tag", metavar="NAME:TAG", help="NAME:TAG in the tarball.")
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
+    verify: VerifyOpt = False,
+    runtime: RuntimeOpt = "docker",
+    docker_host: DockerHostOpt = None,
+    verify_python: VerifyPythonOpt = "/usr/bin/python3",
+    verify_mount: VerifyMountOpt = None,
+    verify_env: VerifyEnvOpt = None,
+    verify_gpus: VerifyGpusOpt = 0,
+    verify_suite: VerifySuiteOpt = None,
 ) -> None:
     """The base image plus ONE patch layer: the locked result files at the package's path
     in the image, whiteouts for stale bytecode, labels naming the base and the patchset.
     Writes OUT/oci (an OCI layout: `skopeo copy oci:OUT/oci docker://REGISTRY/IMAGE:TAG`)
-    and OUT/image.tar (`docker load -i`)."""
+    and OUT/image.tar (`docker load -i`). With --verify, only once the image passed the
+    patchset's smoke suites inside a container of it (docs/kubernetes.md)."""
     from ddtree_deploy.export import export_oci
 
     ps, prepared = load_prepared(patchset, patchsets_dir)
     name = tag or f"sglang-{prepared.name}:{prepared.version}"
+    gate = None
+    if verify:
+        suites = tuple(verify_suite) if verify_suite else prepared.suites
+        gate = check_verify_options(
+            suites, runtime, docker_host, verify_python, verify_mount, verify_env, verify_gpus
+        )
+    verified = None
     with new_out_dir(out) as scratch:
         done = export_oci(ps, prepared, base, scratch, name)
+        if gate is not None:
+            verified = gate_image(run, prepared, scratch / "image.tar", name, gate)
     written = done.written
     summary = {
         "patchset": prepared.ref,
@@ -110,12 +140,14 @@ def _export_oci(
         "tarball": str(out / "image.tar"),
         "tag": name,
         "lock_sha256": done.lock_sha256,
+        "verify": verified,
     }
+    passed = ", verified in a container" if verified else ""
     report(
         run,
         summary,
         f"{prepared.ref} on {base}: {written.manifest_digest} ({len(done.results)} files at "
-        f"/{done.located.root}, {len(done.whiteouts)} whiteouts) -> {out}",
+        f"/{done.located.root}, {len(done.whiteouts)} whiteouts{passed}) -> {out}",
     )
 
 

@@ -1,0 +1,205 @@
+"""`export --verify`: the exported image loaded into a real container runtime and gated.
+
+The image is loaded (`docker load`), one container of it is started idle on the host's
+network, and the patchset's smoke suites run INSIDE it through the same agent and smoke op
+a push uses on a container host (transport/launch.py: the local agent relays each request
+with `RUNTIME exec -i NAME PYTHON`): the package as the image's python imports it, its
+files against the lock, its bytecode, its imports, the DDTree checks. Nothing here judges
+the image by reading its tarball: that is the export's own code, and the point is an
+independent reader. The container and (unless it was there before) the loaded image are
+removed afterwards; a tag the load moved off another image is put back on it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddtree_deploy.events import EventSink, HostRecorder
+from ddtree_deploy.inventory import Host
+from ddtree_deploy.inventory.models import SmokeSpec
+from ddtree_deploy.inventory.service import ServiceSpec
+from ddtree_deploy.pipeline.context import HostRun, new_run_id
+from ddtree_deploy.pipeline.smoke import smoke_host
+from ddtree_deploy.results import Outcome
+from ddtree_deploy.stages import PreparedPatchset
+from ddtree_deploy.transport.container_runtime import (
+    ContainerRuntime,
+    ContainerSpec,
+    RuntimeCallError,
+    container_logs,
+    container_state,
+    image_id,
+    load_image,
+    remove_container,
+    remove_image,
+    start_container,
+    tag_image,
+)
+from ddtree_deploy.transport.local import LocalTransport
+
+HOST_NAME = "image"  # how events name the container under test
+STATE_DIR = "/tmp/ddtree-deploy-verify"  # inside the container: writable by any user
+IDLE = "import signal\nsignal.pause()"  # the container's main process while suites run
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How to run the image: its python, what to mount and set, which suites, how long.
+
+    python: the image's interpreter (absolute). mounts: `SRC:DST[:ro]` bind mounts
+    (models, a host toolchain). env: variables of the container. gpus: the GPUs the image
+    is given (`--gpus N`); 0 makes the gpu suite skip. suites: None runs the patchset's own
+    (its `smoke.suites`).
+    """
+
+    runtime: ContainerRuntime
+    python: str = "/usr/bin/python3"
+    mounts: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    suites: tuple[str, ...] | None = None
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    """What the gate found: passed or not, why, and every suite's result line."""
+
+    passed: bool
+    message: str
+    image: str = ""
+    image_id: str = ""
+    suites: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "message": self.message,
+            "image": self.image,
+            "image_id": self.image_id,
+            "suites": [
+                {k: s.get(k) for k in ("suite", "passed", "skipped", "duration_s")}
+                for s in self.suites
+            ],
+        }
+
+
+def suites_to_run(prepared: PreparedPatchset, asked: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The suites the container runs: those asked for, else the patchset's own suites (the
+    after-restart `server` suite needs a server: see the serve check)."""
+    return asked if asked is not None else tuple(prepared.suites)
+
+
+def verify_image(
+    prepared: PreparedPatchset,
+    tarball: str,
+    tag: str,
+    settings: VerifySettings,
+    sources: dict[str, str],
+    sink: EventSink,
+) -> VerifyOutcome:
+    """Load `tarball` (its image tagged `tag`) into the runtime, run the `sources` suites
+    inside a container of it, clean up; return the outcome (never raises for a failed
+    gate or a failed runtime call).
+
+    The runtime must already have answered (require_runtime): a missing runtime is bad
+    input, not a failed gate.
+    """
+    runtime = settings.runtime
+    try:
+        with loaded_image(runtime, tarball, tag) as (reference, loaded_id):
+            name = f"ddtree-verify-{secrets.token_hex(4)}"
+            spec = ContainerSpec(
+                image=loaded_id,
+                name=name,
+                entrypoint=settings.python,
+                args=("-c", IDLE),
+                mounts=settings.mounts,
+                env=settings.env,
+                gpus=settings.gpus,
+            )
+            with running_container(runtime, spec):
+                outcome = _run_suites(prepared, settings, name, sources, sink)
+    except RuntimeCallError as exc:
+        return VerifyOutcome(False, f"the image could not be run: {exc}")
+    return VerifyOutcome(
+        outcome.passed, outcome.message, reference, loaded_id, tuple(outcome.suites)
+    )
+
+
+@contextmanager
+def loaded_image(runtime: ContainerRuntime, tarball: str, tag: str) -> Iterator[tuple[str, str]]:
+    """Yield (reference, id) of the tarball's image (tagged `tag`) loaded into the runtime;
+    afterwards remove what the load added. A `tag` the load moved off another image is put
+    back on that image; an image that was there already is left as it was."""
+    before = image_id(runtime, tag)
+    reference = load_image(runtime, tarball)
+    loaded = image_id(runtime, reference) or reference
+    try:
+        yield reference, loaded
+    finally:
+        if before is None:
+            remove_image(runtime, reference)
+        elif before != loaded:
+            tag_image(runtime, before, tag)
+            remove_image(runtime, loaded)
+
+
+@contextmanager
+def running_container(runtime: ContainerRuntime, spec: ContainerSpec) -> Iterator[str]:
+    """Yield the id of `spec` started and running; it is removed afterwards. Raises
+    RuntimeCallError (with the container's output) when it does not stay up."""
+    try:
+        container = start_container(runtime, spec)
+        if container_state(runtime, spec.name) != "running":
+            said = container_logs(runtime, spec.name) or "(no output)"
+            raise RuntimeCallError(f"container {spec.name} did not stay up: {said}")
+        yield container
+    finally:
+        remove_container(runtime, spec.name)
+
+
+@dataclass(frozen=True)
+class _SuitesDone:
+    passed: bool
+    message: str
+    suites: list[dict[str, Any]]
+
+
+def verify_host(settings: VerifySettings, container: str) -> Host:
+    """The container under test as a container host reached by the local transport: the
+    agent runs with this controller's python and relays into the container."""
+    return Host(
+        name=HOST_NAME,
+        address="localhost",
+        transport="local",
+        container=container,
+        container_runtime=settings.runtime.program,  # type: ignore[arg-type]
+        python=settings.python,
+        host_python=sys.executable,
+        state_dir=STATE_DIR,
+        gpus=settings.gpus,
+        service=ServiceSpec(kind="none"),
+        smoke=SmokeSpec(),
+    )
+
+
+def _run_suites(
+    prepared: PreparedPatchset,
+    settings: VerifySettings,
+    container: str,
+    sources: dict[str, str],
+    sink: EventSink,
+) -> _SuitesDone:
+    host = verify_host(settings, container)
+    run_id = new_run_id()
+    transport = LocalTransport(host, env=settings.runtime.env())
+    run = HostRun(host, transport, HostRecorder(host.name, run_id, sink), run_id)
+    result = smoke_host(run, prepared, sources)
+    suites = list(result.details.get("suites") or [])
+    return _SuitesDone(result.outcome == Outcome.OK, result.message, suites)

@@ -1,0 +1,131 @@
+"""`export oci --verify` on a REAL Docker daemon (the sandbox's private dockerd): the image
+just exported is loaded, a container of it runs the patchset's smoke suites (integrity,
+compile, imports, ddtree; gpu skips without GPUs) with the image's own python, and only
+then is --out written.
+
+The negative controls: a patchset whose module does not import in the image, and one whose
+DDTree walk accepts nothing past the root, are locked and exported fine (the lock compiles
+the results, the export never runs them) and REFUSED by the gate: exit 1, no --out, no
+scratch dir beside it, no container or image left behind. (A result that does not compile
+is refused earlier, by `patchset lock`.)
+
+The base images are tests/export/images.py's with a venv layer (images.venv_layer): the
+interpreter and torch are the machine's, bind-mounted read-only (--verify-mount); sglang,
+its editable finder and the patch layer are the image's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddtree_deploy.patchset import copy_version, load_patchset, resolve_patchset, write_lock
+from tests.export.conftest import CASES, PATCHSETS, RUNNABLE, runnable_mounts
+from tests.support import run_cli
+
+pytestmark = pytest.mark.hosts  # root, the sandbox's sglang envs and its private dockerd
+
+PYTHON = "/opt/venv/bin/python3"
+SUITES = ["integrity", "compile", "imports", "ddtree", "gpu"]
+# how the negative controls break the patchset's ddtree_utils.py (appended to it), and the
+# suite that must catch each
+BREAKS = {
+    "import": ("import ddtree_verify_no_such_module  # deliberately broken\n", "imports"),
+    "walk": (
+        "_ddtree_verify_walk = follow_verified_tree\n\n\n"
+        "def follow_verified_tree(*args, **kwargs):  # deliberately broken: root only\n"
+        "    accepted, bonus = _ddtree_verify_walk(*args, **kwargs)\n"
+        "    return accepted[:1], bonus\n",
+        "ddtree",
+    ),
+}
+
+
+def verify_export(
+    base: Path, ref: str, out: Path, docker_host: str, env, patchsets: Path = PATCHSETS
+):
+    """Run `export oci --verify` in a real process; return the finished process."""
+    args = ["export", "oci", "-p", ref, "--base", str(base), "--out", str(out), "--verify"]
+    args += ["--docker-host", docker_host, "--verify-python", PYTHON]
+    for mount in runnable_mounts(env):
+        args += ["--verify-mount", mount]
+    return run_cli(*args, "--patchsets-dir", str(patchsets), timeout=1200)
+
+
+def broken_copy(ref: str, how: str, dest: Path) -> tuple[str, Path]:
+    """Copy patchset `ref` to dest/ddtree/<version>.97 with its ddtree_utils.py broken
+    (BREAKS[how]), locked; return (the copy's ref, the dir holding it)."""
+    source = resolve_patchset(PATCHSETS, ref)
+    version = source.spec.version.rsplit(".", 1)[0] + ".97"
+    root = copy_version(source, dest / "ddtree" / version, own_files=True, lock=False)
+    spec = root / "patchset.toml"
+    text = spec.read_text()
+    spec.write_text(text.replace(f'version = "{source.spec.version}"', f'version = "{version}"'))
+    entry = next(e for e in load_patchset(root).spec.files if e.path.endswith("/ddtree_utils.py"))
+    assert entry.new is not None
+    module = root / entry.new
+    module.write_text(module.read_text() + "\n\n" + BREAKS[how][0])
+    write_lock(load_patchset(root))
+    return f"ddtree@{version}", dest
+
+
+def leftovers(daemon) -> tuple[str, str]:
+    """The daemon's containers (all) and image tags: what a gate must not leave behind."""
+    containers = daemon.check("ps", "-a", "--format", "{{.Names}}")
+    tags = daemon.check("images", "--format", "{{.Repository}}:{{.Tag}}")
+    return containers, tags
+
+
+@pytest.mark.parametrize(("version", "layout"), RUNNABLE)
+def test_verify_passes_a_good_patchset_in_a_real_container(
+    runnable_images, sandbox_envs, docker_daemon, scratch, version, layout
+):
+    ref = CASES[version]
+    out = scratch / "out"
+    done = verify_export(
+        runnable_images[(version, layout)], ref, out, docker_daemon.host_url, sandbox_envs[version]
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    verify = summary["verify"]
+    assert verify["passed"] is True
+    ran = {s["suite"]: s for s in verify["suites"]}
+    assert sorted(ran) == sorted(SUITES)
+    for name in ("integrity", "compile", "imports", "ddtree"):
+        assert ran[name]["passed"] is True and not ran[name]["skipped"], (name, ran[name])
+    assert ran["gpu"]["skipped"] is True  # no GPU given: skipped, never passed
+    assert "imports: passed" in done.stderr  # the suite lines reach people
+    assert (out / "image.tar").is_file() and (out / "oci" / "index.json").is_file()
+    containers, tags = leftovers(docker_daemon)
+    assert "ddtree-verify-" not in containers and summary["tag"] not in tags
+
+
+@pytest.mark.parametrize(
+    ("version", "layout", "how"),
+    [(*RUNNABLE[0], "import"), (*RUNNABLE[1], "walk")],
+)
+def test_verify_refuses_a_broken_patchset_and_writes_nothing(
+    runnable_images, sandbox_envs, docker_daemon, scratch, version, layout, how
+):
+    ref, patchsets = broken_copy(CASES[version], how, scratch / "patchsets")
+    out = scratch / "out"
+    done = verify_export(
+        runnable_images[(version, layout)],
+        ref,
+        out,
+        docker_daemon.host_url,
+        sandbox_envs[version],
+        patchsets,
+    )
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-4000:])
+    assert not out.exists() and not (scratch / ".out.partial").exists()
+    assert sorted(p.name for p in scratch.iterdir()) == ["patchsets"]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["written"] is False and summary["verify"]["passed"] is False
+    failed = {s["suite"] for s in summary["verify"]["suites"] if not s["passed"]}
+    assert BREAKS[how][1] in failed, summary
+    assert "--verify failed" in done.stderr and "nothing written" in done.stderr
+    containers, tags = leftovers(docker_daemon)
+    assert "ddtree-verify-" not in containers and ref.replace("@", "-") not in tags

@@ -1,0 +1,75 @@
+"""`export oci --verify` refuses what it cannot gate, before anything is written: no
+reachable container runtime (exit 2, never a silent pass), bad --verify-* options (exit 2).
+And the runtime's argv (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddtree_deploy.transport.container_runtime import ContainerSpec, run_argv
+from tests.export.conftest import PATCHSETS
+from tests.support import run_cli
+
+
+def verify(tmp_path, *extra: str):
+    """`export oci --verify` of a real patchset onto a base that is never read (the options
+    and the runtime are checked first)."""
+    out = tmp_path / "out"
+    args = ["export", "oci", "-p", "ddtree@2.1.2", "--base", str(tmp_path / "no-base")]
+    args += ["--out", str(out), "--patchsets-dir", str(PATCHSETS), "--verify", *extra]
+    return run_cli(*args, timeout=120), out
+
+
+def test_no_reachable_runtime_is_exit_2_and_nothing_written(tmp_path):
+    socket = tmp_path / "no-daemon.sock"
+    done, out = verify(tmp_path, "--docker-host", f"unix://{socket}")
+    assert done.returncode == 2, done.stderr
+    assert "--verify needs" in done.stderr
+    assert str(socket) in done.stderr or "not installed" in done.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_without_verify_no_runtime_is_asked(tmp_path):
+    """The negative control of the above: the same export without --verify gets past the
+    runtime check and fails only on the missing base."""
+    out = tmp_path / "out"
+    args = ["export", "oci", "-p", "ddtree@2.1.2", "--base", str(tmp_path / "no-base")]
+    done = run_cli(*args, "--out", str(out), "--patchsets-dir", str(PATCHSETS), timeout=120)
+    assert done.returncode == 2 and "--verify needs" not in done.stderr
+    assert "no-base" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--verify-python", "python3"], "--verify-python 'python3'"),
+        (["--verify-mount", "models:/models"], "--verify-mount 'models:/models'"),
+        (["--verify-mount", "/m:/models:rx"], "--verify-mount '/m:/models:rx'"),
+        (["--verify-env", "1X=2"], "--verify-env '1X=2'"),
+        (["--verify-suite", "server"], "--verify-suite server"),
+        (["--verify-suite", "nosuch"], "unknown smoke suite 'nosuch'"),
+        (["--runtime", "lxc"], "--runtime 'lxc'"),
+    ],
+)
+def test_bad_verify_options_are_exit_2(tmp_path, extra, said):
+    done, out = verify(tmp_path, *extra)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+    assert not out.exists()
+
+
+def test_run_argv_uses_the_hosts_network_and_no_shell():
+    spec = ContainerSpec(
+        image="sha256:abc",
+        name="ddtree-verify-1",
+        entrypoint="/opt/venv/bin/python3",
+        args=("-c", "import signal\nsignal.pause()"),
+        mounts=("/usr:/usr:ro",),
+        env={"A": "b c"},
+        gpus=2,
+    )
+    assert run_argv(spec) == [
+        "run", "-d", "--network", "host", "--name", "ddtree-verify-1",
+        "--entrypoint", "/opt/venv/bin/python3", "-v", "/usr:/usr:ro", "-e", "A=b c",
+        "--gpus", "2", "sha256:abc", "-c", "import signal\nsignal.pause()",
+    ]  # fmt: skip
