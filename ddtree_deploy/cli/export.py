@@ -30,9 +30,12 @@ from .export_verify import (
     VerifyMountOpt,
     VerifyOpt,
     VerifyPythonOpt,
+    VerifyReadyOpt,
+    VerifyServeArgsOpt,
     VerifySuiteOpt,
     check_verify_options,
     gate_image,
+    serve_check,
 )
 from .options import PatchsetsDirOpt
 
@@ -103,6 +106,8 @@ def _export_oci(
     verify_env: VerifyEnvOpt = None,
     verify_gpus: VerifyGpusOpt = 0,
     verify_suite: VerifySuiteOpt = None,
+    verify_serve_args: VerifyServeArgsOpt = None,
+    verify_ready_timeout: VerifyReadyOpt = 900.0,
 ) -> None:
     """The base image plus ONE patch layer: the locked result files at the package's path
     in the image, whiteouts for stale bytecode, labels naming the base and the patchset.
@@ -114,10 +119,27 @@ def _export_oci(
     ps, prepared = load_prepared(patchset, patchsets_dir)
     name = tag or f"sglang-{prepared.name}:{prepared.version}"
     gate = None
+    given = {
+        "--docker-host": docker_host,
+        "--verify-mount": verify_mount,
+        "--verify-env": verify_env,
+        "--verify-suite": verify_suite,
+        "--verify-serve-args": verify_serve_args,
+    }
+    if not verify and (stray := [k for k, v in given.items() if v]):
+        raise ConfigError(f"{', '.join(stray)}: only with --verify")
     if verify:
         suites = tuple(verify_suite) if verify_suite else prepared.suites
+        serve = serve_check(prepared, verify_serve_args, verify_ready_timeout)
         gate = check_verify_options(
-            suites, runtime, docker_host, verify_python, verify_mount, verify_env, verify_gpus
+            suites,
+            runtime,
+            docker_host,
+            verify_python,
+            verify_mount,
+            verify_env,
+            verify_gpus,
+            serve,
         )
     verified = None
     with new_out_dir(out) as scratch:

@@ -23,6 +23,7 @@ from .context import RunContext
 
 if TYPE_CHECKING:
     from ddtree_deploy.events import Event, EventSink
+    from ddtree_deploy.pipeline.image_serve import ServeCheck
     from ddtree_deploy.pipeline.image_verify import VerifySettings
     from ddtree_deploy.stages import PreparedPatchset
 
@@ -77,6 +78,23 @@ VerifySuiteOpt = Annotated[
     ),
 ]
 
+VerifyServeArgsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--verify-serve-args",
+        metavar="ARGS",
+        help="The image's server args, one shell-quoted string (model path, --host, --port, "
+        "...): the image then also serves (the patchset's [serve] flags merged in) and the "
+        "server suite with its lossless gate judges it.",
+    ),
+]
+VerifyReadyOpt = Annotated[
+    float,
+    typer.Option(
+        "--verify-ready-timeout", metavar="S", min=1, help="How long that server may take."
+    ),
+]
+
 
 @dataclass(frozen=True)
 class VerifyRequest:
@@ -84,6 +102,28 @@ class VerifyRequest:
 
     settings: VerifySettings
     sources: dict[str, str]
+
+
+def serve_check(
+    prepared: PreparedPatchset, serve_args: str | None, ready_timeout_s: float
+) -> ServeCheck | None:
+    """The server the image starts: the given args with the patchset's [serve] flags merged
+    over them (as a push's serve file), None without args. Raises ConfigError."""
+    import shlex
+
+    from ddtree_deploy.export.k8s import merge_args
+    from ddtree_deploy.pipeline.image_serve import ServeCheck
+
+    if serve_args is None:
+        return None
+    try:
+        given = shlex.split(serve_args)
+    except ValueError as exc:
+        raise ConfigError(f"--verify-serve-args: {exc}") from None
+    if not given:
+        raise ConfigError("--verify-serve-args: give the server's args (at least --model-path)")
+    serve = list(prepared.serve.args) if prepared.serve else []
+    return ServeCheck(tuple(merge_args(given, serve)), ready_timeout_s)
 
 
 def check_verify_options(
@@ -94,6 +134,7 @@ def check_verify_options(
     mounts: list[str] | None,
     env: list[str] | None,
     gpus: int,
+    serve: ServeCheck | None = None,
 ) -> VerifyRequest:
     """Return the checked request; raises ConfigError (exit 2, nothing written) for a bad
     option or a runtime that does not answer."""
@@ -108,11 +149,13 @@ def check_verify_options(
 
     if not python.startswith("/") or "\n" in python or "\x00" in python:
         raise ConfigError(f"--verify-python {python!r}: expected an absolute path in the image")
-    if "server" in suites:
+    if "server" in suites and serve is None:
         raise ConfigError(
-            "--verify-suite server: the server suite needs a running server in the image "
-            "(not yet part of --verify)"
+            "--verify-suite server: the server suite needs the image's server: give "
+            "--verify-serve-args"
         )
+    if serve is not None and "server" not in suites:
+        suites = (*suites, "server")
     checked_mounts = tuple(mount_spec(m) for m in mounts or ())
     checked_env = dict(env_pair(e) for e in env or ())
     sources = load_smoke_sources(list(suites), default_smoke_dir())
@@ -125,6 +168,7 @@ def check_verify_options(
         env=checked_env,
         gpus=gpus,
         suites=suites,
+        serve=serve,
     )
     return VerifyRequest(settings, sources)
 

@@ -16,7 +16,7 @@ import secrets
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddtree_deploy.events import EventSink, HostRecorder
@@ -24,6 +24,7 @@ from ddtree_deploy.inventory import Host
 from ddtree_deploy.inventory.models import SmokeSpec
 from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.pipeline.context import HostRun, new_run_id
+from ddtree_deploy.pipeline.image_serve import LAUNCH, ServeCheck, serve_and_judge
 from ddtree_deploy.pipeline.smoke import smoke_host
 from ddtree_deploy.results import Outcome
 from ddtree_deploy.stages import PreparedPatchset
@@ -54,7 +55,7 @@ class VerifySettings:
     python: the image's interpreter (absolute). mounts: `SRC:DST[:ro]` bind mounts
     (models, a host toolchain). env: variables of the container. gpus: the GPUs the image
     is given (`--gpus N`); 0 makes the gpu suite skip. suites: None runs the patchset's own
-    (its `smoke.suites`).
+    (its `smoke.suites`). serve: the server the image starts once the suites passed.
     """
 
     runtime: ContainerRuntime
@@ -63,7 +64,7 @@ class VerifySettings:
     env: Mapping[str, str] = field(default_factory=dict)
     gpus: int = 0
     suites: tuple[str, ...] | None = None
-    timeout_s: float = 600.0
+    serve: ServeCheck | None = None  # with it, a server from the image and the server suite
 
 
 @dataclass(frozen=True)
@@ -111,25 +112,33 @@ def verify_image(
     input, not a failed gate.
     """
     runtime = settings.runtime
+    idle = ContainerSpec(
+        image="",
+        name="",
+        entrypoint=settings.python,
+        args=("-c", IDLE),
+        mounts=settings.mounts,
+        env=settings.env,
+        gpus=settings.gpus,
+    )
     try:
         with loaded_image(runtime, tarball, tag) as (reference, loaded_id):
-            name = f"ddtree-verify-{secrets.token_hex(4)}"
-            spec = ContainerSpec(
-                image=loaded_id,
-                name=name,
-                entrypoint=settings.python,
-                args=("-c", IDLE),
-                mounts=settings.mounts,
-                env=settings.env,
-                gpus=settings.gpus,
-            )
+            spec = replace(idle, image=loaded_id, name=container_name())
             with running_container(runtime, spec):
-                outcome = _run_suites(prepared, settings, name, sources, sink)
+                done = _run_suites(prepared, settings, spec.name, sources, sink)
+            if done.passed and settings.serve is not None:
+                serving = replace(spec, name=container_name(), args=(*LAUNCH, *settings.serve.args))
+                with running_container(runtime, serving):
+                    served = _run_server(prepared, settings, serving.name, sources, sink)
+                done = _SuitesDone(served.passed, served.message, done.suites + served.suites)
     except RuntimeCallError as exc:
         return VerifyOutcome(False, f"the image could not be run: {exc}")
-    return VerifyOutcome(
-        outcome.passed, outcome.message, reference, loaded_id, tuple(outcome.suites)
-    )
+    return VerifyOutcome(done.passed, done.message, reference, loaded_id, tuple(done.suites))
+
+
+def container_name() -> str:
+    """A fresh name for a container under test."""
+    return f"ddtree-verify-{secrets.token_hex(4)}"
 
 
 @contextmanager
@@ -171,7 +180,12 @@ class _SuitesDone:
     suites: list[dict[str, Any]]
 
 
-def verify_host(settings: VerifySettings, container: str) -> Host:
+def verify_host(
+    settings: VerifySettings,
+    container: str,
+    service: ServiceSpec | None = None,
+    smoke: SmokeSpec | None = None,
+) -> Host:
     """The container under test as a container host reached by the local transport: the
     agent runs with this controller's python and relays into the container."""
     return Host(
@@ -184,8 +198,8 @@ def verify_host(settings: VerifySettings, container: str) -> Host:
         host_python=sys.executable,
         state_dir=STATE_DIR,
         gpus=settings.gpus,
-        service=ServiceSpec(kind="none"),
-        smoke=SmokeSpec(),
+        service=service or ServiceSpec(kind="none"),
+        smoke=smoke or SmokeSpec(),
     )
 
 
@@ -196,10 +210,32 @@ def _run_suites(
     sources: dict[str, str],
     sink: EventSink,
 ) -> _SuitesDone:
-    host = verify_host(settings, container)
-    run_id = new_run_id()
-    transport = LocalTransport(host, env=settings.runtime.env())
-    run = HostRun(host, transport, HostRecorder(host.name, run_id, sink), run_id)
-    result = smoke_host(run, prepared, sources)
+    """The suites but `server`, in the idle container."""
+    run = host_run(settings, verify_host(settings, container), sink)
+    mine = {k: v for k, v in sources.items() if k != "server"}
+    result = smoke_host(run, prepared, mine)
     suites = list(result.details.get("suites") or [])
     return _SuitesDone(result.outcome == Outcome.OK, result.message, suites)
+
+
+def _run_server(
+    prepared: PreparedPatchset,
+    settings: VerifySettings,
+    container: str,
+    sources: dict[str, str],
+    sink: EventSink,
+) -> _SuitesDone:
+    """The `server` suite against the server the container runs."""
+    serve = settings.serve
+    assert serve is not None
+    host = verify_host(settings, container, serve.service(), serve.smoke_spec())
+    mine = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
+    passed, message, suites = serve_and_judge(host_run(settings, host, sink), prepared, mine)
+    return _SuitesDone(passed, message, suites)
+
+
+def host_run(settings: VerifySettings, host: Host, sink: EventSink) -> HostRun:
+    """A run of `host` through the local transport, the runtime's endpoint in its env."""
+    run_id = new_run_id()
+    transport = LocalTransport(host, env=settings.runtime.env())
+    return HostRun(host, transport, HostRecorder(host.name, run_id, sink), run_id)

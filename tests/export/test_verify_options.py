@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ddtree_deploy.pipeline.image_serve import ServeCheck
 from ddtree_deploy.transport.container_runtime import ContainerSpec, run_argv
 from tests.export.conftest import PATCHSETS
 from tests.support import run_cli
@@ -46,7 +47,9 @@ def test_without_verify_no_runtime_is_asked(tmp_path):
         (["--verify-mount", "models:/models"], "--verify-mount 'models:/models'"),
         (["--verify-mount", "/m:/models:rx"], "--verify-mount '/m:/models:rx'"),
         (["--verify-env", "1X=2"], "--verify-env '1X=2'"),
-        (["--verify-suite", "server"], "--verify-suite server"),
+        (["--verify-suite", "server"], "--verify-suite server: the server suite needs"),
+        (["--verify-serve-args", "'unclosed"], "--verify-serve-args: No closing quotation"),
+        (["--verify-serve-args", ""], "--verify-serve-args: give the server's args"),
         (["--verify-suite", "nosuch"], "unknown smoke suite 'nosuch'"),
         (["--runtime", "lxc"], "--runtime 'lxc'"),
     ],
@@ -73,3 +76,31 @@ def test_run_argv_uses_the_hosts_network_and_no_shell():
         "--entrypoint", "/opt/venv/bin/python3", "-v", "/usr:/usr:ro", "-e", "A=b c",
         "--gpus", "2", "sha256:abc", "-c", "import signal\nsignal.pause()",
     ]  # fmt: skip
+
+
+def test_verify_options_need_verify(tmp_path):
+    out = tmp_path / "out"
+    args = ["export", "oci", "-p", "ddtree@2.1.2", "--base", str(tmp_path / "no-base")]
+    args += ["--out", str(out), "--patchsets-dir", str(PATCHSETS)]
+    done = run_cli(*args, "--verify-serve-args", "--model-path /m", timeout=120)
+    assert done.returncode == 2 and "--verify-serve-args: only with --verify" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "url"),
+    [
+        ((), "http://127.0.0.1:30000"),
+        (("--host", "0.0.0.0", "--port", "31000"), "http://127.0.0.1:31000"),
+        (("--host=127.0.0.7", "--port=8"), "http://127.0.0.7:8"),
+        (("--host", "::1"), "http://[::1]:30000"),
+    ],
+)
+def test_serve_check_url(args, url):
+    assert ServeCheck(args).url == url
+
+
+def test_serve_check_expects_what_its_args_ask_for():
+    args = ("--model-path", "/m", "--speculative-algorithm", "DDTREE")
+    spec = ServeCheck((*args, "--speculative-ddtree-budget", "8")).smoke_spec()
+    assert spec.expected_algorithm == "DDTREE" and spec.expected_ddtree_budget == 8
+    assert ServeCheck(("--model-path", "/m")).smoke_spec().expected_algorithm is None
