@@ -92,7 +92,15 @@ def runnable_mounts(env) -> list[str]:
 @pytest.fixture(scope="session")
 def runnable_images(sandbox_envs, scratch_root: Path) -> dict[tuple[str, str], Path]:
     """(version, layout) of RUNNABLE -> a base image that a container can run: the base's
-    sglang layer, then images.venv_layer (python at /opt/venv/bin/python3), then the top."""
+    sglang layer, then images.venv_layer (python at /opt/venv/bin/python3, with the sandbox's
+    CPU adapter, off unless its variable is set: a server of the image can run on this
+    CPU), then the top."""
+    from ddtree_sandbox.cpu_adapt import install_cpu_adapt
+
+    adapter = scratch_root / "cpu-adapt"
+    adapter.mkdir()
+    install_cpu_adapt(adapter)
+    site_files = {p.name: p.read_bytes() for p in adapter.iterdir()}
     out = {}
     for version, layout in RUNNABLE:
         env = sandbox_envs[version]
@@ -104,7 +112,7 @@ def runnable_images(sandbox_envs, scratch_root: Path) -> dict[tuple[str, str], P
             first = images.site_layer(pristine, patched)
         else:
             first = images.editable_layer(pristine, patched, version, work)
-        layers = [first, images.venv_layer(deps), images.top_layer()]
+        layers = [first, images.venv_layer(deps, site_files), images.top_layer()]
         if layout == "site":
             out[(version, layout)] = images.write_oci_layout(layers, work / "site-oci")
         else:

@@ -17,6 +17,8 @@ its editable finder and the patch layer are the image's.
 from __future__ import annotations
 
 import json
+import shlex
+import socket
 from pathlib import Path
 
 import pytest
@@ -44,10 +46,17 @@ BREAKS = {
 
 
 def verify_export(
-    base: Path, ref: str, out: Path, docker_host: str, env, patchsets: Path = PATCHSETS
+    base: Path,
+    ref: str,
+    out: Path,
+    docker_host: str,
+    env,
+    patchsets: Path = PATCHSETS,
+    extra: list[str] | None = None,
 ):
     """Run `export oci --verify` in a real process; return the finished process."""
     args = ["export", "oci", "-p", ref, "--base", str(base), "--out", str(out), "--verify"]
+    args += extra or []
     args += ["--docker-host", docker_host, "--verify-python", PYTHON]
     for mount in runnable_mounts(env):
         args += ["--verify-mount", mount]
@@ -129,3 +138,60 @@ def test_verify_refuses_a_broken_patchset_and_writes_nothing(
     assert "--verify failed" in done.stderr and "nothing written" in done.stderr
     containers, tags = leftovers(docker_daemon)
     assert "ddtree-verify-" not in containers and ref.replace("@", "-") not in tags
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the server in the container binds it: host network)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow  # a real sglang server starts from the image (CPU), lossless gate included
+@pytest.mark.parametrize("broken", [False, True], ids=["good", "mask"])
+def test_verify_serves_from_the_image_and_gates_lossless(
+    runnable_images, sandbox_envs, docker_daemon, scratch, broken
+):
+    """ddtree 1.1.0 on the 0.5.13.post1 image: the image's own sglang serves DDTREE (its
+    [serve] flags merged over the operator's args), the server suite's lossless gate passes
+    against the shipped reference. The negative control: the same with the tree mask
+    dropped (ddtree_sandbox.broken "mask"), which every other suite passes: exit 1, nothing
+    written."""
+    from ddtree_sandbox.broken import build_broken_patchset
+    from ddtree_sandbox.models import ensure_models
+    from ddtree_sandbox.serving import base_launch_args, dflash_args, serve_env
+
+    version, layout = RUNNABLE[0]
+    env = sandbox_envs[version]
+    source = PATCHSETS / "ddtree" / "1.1.0"
+    patchsets = scratch / "patchsets" if broken else PATCHSETS
+    ref = build_broken_patchset(source, patchsets, "mask") if broken else "ddtree@1.1.0"
+    models = ensure_models(env)
+    serve = base_launch_args(models.target, "127.0.0.1", free_port())
+    serve += dflash_args(models.draft, models.block_size, version)[2:]  # all but the algorithm
+    extra = ["--verify-serve-args", shlex.join(serve), "--verify-ready-timeout", "600"]
+    for key, value in {**serve_env(models.target), "TMPDIR": "/tmp"}.items():
+        extra += ["--verify-env", f"{key}={value}"]
+    out = scratch / "out"
+    done = verify_export(
+        runnable_images[(version, layout)],
+        ref,
+        out,
+        docker_daemon.host_url,
+        env,
+        patchsets,
+        extra,
+    )
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    ran = {s["suite"]: s for s in summary["verify"]["suites"]}
+    assert ran["imports"]["passed"] and ran["ddtree"]["passed"], ran  # the bug is not there
+    if broken:
+        assert done.returncode == 1, done.stderr[-4000:]
+        assert ran["server"]["passed"] is False and not out.exists()
+        assert "lossless" in done.stderr and "nothing written" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert ran["server"]["passed"] is True and (out / "image.tar").is_file()
+        assert "lossless_sequential" in done.stderr  # the gate ran, with teeth
+    containers, _ = leftovers(docker_daemon)
+    assert "ddtree-verify-" not in containers
