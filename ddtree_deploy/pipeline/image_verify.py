@@ -46,6 +46,7 @@ from ddtree_deploy.transport.local import LocalTransport
 HOST_NAME = "image"  # how events name the container under test
 STATE_DIR = "/tmp/ddtree-deploy-verify"  # inside the container: writable by any user
 IDLE = "import signal\nsignal.pause()"  # the container's main process while suites run
+SHM_SIZE = "16g"  # /dev/shm limit of the containers (sglang shares tensors there)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ def verify_image(
         mounts=settings.mounts,
         env=settings.env,
         gpus=settings.gpus,
+        shm_size=SHM_SIZE,
     )
     try:
         with loaded_image(runtime, tarball, tag) as (reference, loaded_id):

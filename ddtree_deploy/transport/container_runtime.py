@@ -127,6 +127,9 @@ class ContainerSpec:
     env: Mapping[str, str] | None = None
     user: str | None = None
     gpus: int = 0  # `--gpus N` (docker with the NVIDIA toolkit); 0: none
+    # /dev/shm's size limit (a runtime's default is 64 MB; sglang's docs run its image with
+    # `--shm-size 32g`: its processes share tensors there). A limit, not an allocation.
+    shm_size: str | None = None
 
 
 def run_argv(spec: ContainerSpec) -> list[str]:
@@ -140,6 +143,8 @@ def run_argv(spec: ContainerSpec) -> list[str]:
         argv += ["--user", spec.user]
     if spec.gpus:
         argv += ["--gpus", str(spec.gpus)]
+    if spec.shm_size:
+        argv += ["--shm-size", spec.shm_size]
     return [*argv, spec.image, *spec.args]
 
 

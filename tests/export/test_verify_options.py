@@ -70,11 +70,12 @@ def test_run_argv_uses_the_hosts_network_and_no_shell():
         mounts=("/usr:/usr:ro",),
         env={"A": "b c"},
         gpus=2,
+        shm_size="1g",
     )
     assert run_argv(spec) == [
         "run", "-d", "--network", "host", "--name", "ddtree-verify-1",
         "--entrypoint", "/opt/venv/bin/python3", "-v", "/usr:/usr:ro", "-e", "A=b c",
-        "--gpus", "2", "sha256:abc", "-c", "import signal\nsignal.pause()",
+        "--gpus", "2", "--shm-size", "1g", "sha256:abc", "-c", "import signal\nsignal.pause()",
     ]  # fmt: skip
 
 
