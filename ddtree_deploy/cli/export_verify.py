@@ -104,6 +104,38 @@ class VerifyRequest:
     sources: dict[str, str]
 
 
+def verify_request(
+    prepared: PreparedPatchset,
+    verify: bool,
+    runtime: str,
+    docker_host: str | None,
+    python: str,
+    mounts: list[str] | None,
+    env: list[str] | None,
+    gpus: int,
+    suites: list[str] | None,
+    serve_args: str | None,
+    ready_timeout_s: float,
+) -> VerifyRequest | None:
+    """The checked gate of an export command, None without --verify. Raises ConfigError
+    (exit 2, nothing written) for a bad option, a --verify-* option without --verify, or
+    a runtime that does not answer."""
+    given = {
+        "--docker-host": docker_host,
+        "--verify-mount": mounts,
+        "--verify-env": env,
+        "--verify-suite": suites,
+        "--verify-serve-args": serve_args,
+    }
+    if not verify:
+        if stray := [k for k, v in given.items() if v]:
+            raise ConfigError(f"{', '.join(stray)}: only with --verify")
+        return None
+    names = tuple(suites) if suites else prepared.suites
+    serve = serve_check(prepared, serve_args, ready_timeout_s)
+    return check_verify_options(names, runtime, docker_host, python, mounts, env, gpus, serve)
+
+
 def serve_check(
     prepared: PreparedPatchset, serve_args: str | None, ready_timeout_s: float
 ) -> ServeCheck | None:
@@ -205,3 +237,34 @@ def gate_image(
         soft_wrap=True,
     )
     raise typer.Exit(exit_codes.ROLLED_BACK)  # 1: failed, nothing left changed
+
+
+def gate_mounts(
+    run: RunContext,
+    prepared: PreparedPatchset,
+    base: Path,
+    pairs: list[tuple[str, str]],
+    out: Path,
+    request: VerifyRequest,
+) -> dict[str, object]:
+    """Gate the mount variants (`export dir`, the ConfigMap and image-volume variants of
+    `export k8s`): a container of the BASE image with each (source, in-image path) of
+    `pairs` mounted read-only over it and PYTHONPYCACHEPREFIX set, as those variants run
+    it. The base is written as a loadable tarball in a temp dir beside `out` (removed
+    after). Returns the outcome as JSON; raises typer.Exit(1) as gate_image does."""
+    import dataclasses
+    import secrets
+    import tempfile
+
+    from ddtree_deploy.export.base_tarball import write_base_tarball
+    from ddtree_deploy.export.files import PYCACHE_DIR, PYCACHE_ENV
+
+    settings = request.settings
+    mounts = (*settings.mounts, *(f"{src}:{dst}:ro" for src, dst in pairs))
+    env = {**settings.env, PYCACHE_ENV: PYCACHE_DIR}
+    mounted = dataclasses.replace(settings, mounts=mounts, env=env)
+    tag = f"ddtree-verify-base:{secrets.token_hex(4)}"
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.verify-", dir=out.parent) as tmp:
+        tarball = Path(tmp) / "base.tar"
+        write_base_tarball(base, tarball, tag)
+        return gate_image(run, prepared, tarball, tag, VerifyRequest(mounted, request.sources))

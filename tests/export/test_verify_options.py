@@ -4,10 +4,16 @@ And the runtime's argv (pure)."""
 
 from __future__ import annotations
 
+import json
+import tarfile
+
 import pytest
 
+from ddtree_deploy.export.base_tarball import write_base_tarball
+from ddtree_deploy.export.image_read import open_base
 from ddtree_deploy.pipeline.image_serve import ServeCheck
 from ddtree_deploy.transport.container_runtime import ContainerSpec, run_argv
+from tests.export import images
 from tests.export.conftest import PATCHSETS
 from tests.support import run_cli
 
@@ -105,3 +111,41 @@ def test_serve_check_expects_what_its_args_ask_for():
     spec = ServeCheck((*args, "--speculative-ddtree-budget", "8")).smoke_spec()
     assert spec.expected_algorithm == "DDTREE" and spec.expected_ddtree_budget == 8
     assert ServeCheck(("--model-path", "/m")).smoke_spec().expected_algorithm is None
+
+
+@pytest.mark.parametrize("kind", ["oci", "docker-save"])
+def test_base_tarball_is_the_base_loadable(tmp_path, kind):
+    """The mount variants' gate loads the BASE: its config and layers, as stored, under a
+    legacy manifest.json naming the tag (read back by the export's own reader here; by a
+    real dockerd in test_verify.py)."""
+    layers = [images.top_layer(), images.top_layer() + b"\0" * 512]
+    if kind == "oci":
+        base = images.write_oci_layout(layers, tmp_path / "base")
+    else:
+        base = images.write_docker_save(layers, tmp_path / "base.tar")
+    out = tmp_path / "load.tar"
+    pinned = write_base_tarball(base, out, "ddtree-verify-base:x")
+    with open_base(base) as (want, _), open_base(out) as (got, _):
+        assert got.config_digest == want.config_digest and pinned == want.pinned_digest
+        assert got.diff_ids == want.diff_ids
+    with tarfile.open(out) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    assert manifest[0]["RepoTags"] == ["ddtree-verify-base:x"]
+
+
+def test_k8s_verify_needs_base(tmp_path):
+    out = tmp_path / "out"
+    args = ["export", "k8s", "-p", "ddtree@2.1.2", "--out", str(out), "--image", "r/x"]
+    args += ["--digest", "sha256:" + "0" * 64, "--workload", "sglang", "--args", ""]
+    done = run_cli(*args, "--patchsets-dir", str(PATCHSETS), "--verify", timeout=120)
+    assert done.returncode == 2 and "--verify needs --base" in done.stderr
+    assert not out.exists()
+
+
+def test_dir_verify_without_a_runtime_is_exit_2(tmp_path):
+    out = tmp_path / "out"
+    args = ["export", "dir", "-p", "ddtree@2.1.2", "--base", str(tmp_path / "no-base")]
+    args += ["--out", str(out), "--patchsets-dir", str(PATCHSETS), "--verify"]
+    done = run_cli(*args, "--docker-host", f"unix://{tmp_path}/none.sock", timeout=120)
+    assert done.returncode == 2 and "--verify needs" in done.stderr
+    assert not out.exists()
