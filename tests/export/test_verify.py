@@ -195,3 +195,39 @@ def test_verify_serves_from_the_image_and_gates_lossless(
         assert "lossless_sequential" in done.stderr  # the gate ran, with teeth
     containers, _ = leftovers(docker_daemon)
     assert "ddtree-verify-" not in containers
+
+
+@pytest.mark.parametrize("how", [None, "import"], ids=["good", "import"])
+def test_dir_verify_runs_the_base_with_the_files_mounted(
+    runnable_images, sandbox_envs, docker_daemon, scratch, how
+):
+    """`export dir --verify` on the 0.5.13.post1 wheel layout (an OCI layout: written as a
+    loadable tarball first): a container of the BASE, each result file mounted read-only at
+    its path, PYTHONPYCACHEPREFIX set, as the Slurm/k8s mount variants run it. The base's
+    bytecode of the patched modules is stale and unchecked-hash: the suites pass only
+    because they read bytecode under the prefix, as the server would. The import-broken
+    patchset is refused: exit 1, no --out, nothing left beside it."""
+    version, layout = RUNNABLE[0]
+    ref, patchsets = CASES[version], PATCHSETS
+    if how:
+        ref, patchsets = broken_copy(ref, how, scratch / "patchsets")
+    out = scratch / "out"
+    args = ["export", "dir", "-p", ref, "--base", str(runnable_images[(version, layout)])]
+    args += ["--out", str(out), "--verify", "--docker-host", docker_daemon.host_url]
+    args += ["--verify-python", PYTHON, "--patchsets-dir", str(patchsets)]
+    for mount in runnable_mounts(sandbox_envs[version]):
+        args += ["--verify-mount", mount]
+    done = run_cli(*args, timeout=1200)
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    ran = {s["suite"]: s for s in summary["verify"]["suites"]}
+    if how is None:
+        assert done.returncode == 0, done.stderr[-4000:]
+        for name in ("integrity", "compile", "imports", "ddtree"):
+            assert ran[name]["passed"] is True, (name, done.stderr[-3000:])
+        assert (out / "mounts.txt").is_file()
+    else:
+        assert done.returncode == 1, done.stderr[-4000:]
+        assert ran["imports"]["passed"] is False and not out.exists()
+    assert sorted(p.name for p in scratch.iterdir()) == (["out"] if how is None else ["patchsets"])
+    containers, tags = leftovers(docker_daemon)
+    assert "ddtree-verify-" not in containers and "ddtree-verify-base" not in tags
