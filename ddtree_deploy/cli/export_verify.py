@@ -199,7 +199,6 @@ def check_verify_options(
         mounts=checked_mounts,
         env=checked_env,
         gpus=gpus,
-        suites=suites,
         serve=serve,
     )
     return VerifyRequest(settings, sources)

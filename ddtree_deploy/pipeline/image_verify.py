@@ -51,12 +51,12 @@ SHM_SIZE = "16g"  # /dev/shm limit of the containers (sglang shares tensors ther
 
 @dataclass(frozen=True)
 class VerifySettings:
-    """How to run the image: its python, what to mount and set, which suites, how long.
+    """How to run the image: its python, what to mount and set, the GPUs, the server.
 
     python: the image's interpreter (absolute). mounts: `SRC:DST[:ro]` bind mounts
     (models, a host toolchain). env: variables of the container. gpus: the GPUs the image
-    is given (`--gpus N`); 0 makes the gpu suite skip. suites: None runs the patchset's own
-    (its `smoke.suites`). serve: the server the image starts once the suites passed.
+    is given (`--gpus N`); 0 makes the gpu suite skip. serve: the server the image starts
+    once the other suites passed.
     """
 
     runtime: ContainerRuntime
@@ -64,7 +64,6 @@ class VerifySettings:
     mounts: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     gpus: int = 0
-    suites: tuple[str, ...] | None = None
     serve: ServeCheck | None = None  # with it, a server from the image and the server suite
 
 
@@ -89,12 +88,6 @@ class VerifyOutcome:
                 for s in self.suites
             ],
         }
-
-
-def suites_to_run(prepared: PreparedPatchset, asked: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The suites the container runs: those asked for, else the patchset's own suites (the
-    after-restart `server` suite needs a server: see the serve check)."""
-    return asked if asked is not None else tuple(prepared.suites)
 
 
 def verify_image(
