@@ -137,7 +137,7 @@ def test_verify_refuses_a_broken_patchset_and_writes_nothing(
     assert BREAKS[how][1] in failed, summary
     assert "--verify failed" in done.stderr and "nothing written" in done.stderr
     containers, tags = leftovers(docker_daemon)
-    assert "ddtree-verify-" not in containers and ref.replace("@", "-") not in tags
+    assert "ddtree-verify-" not in containers and "sglang-" + ref.replace("@", ":") not in tags
 
 
 def free_port() -> int:
