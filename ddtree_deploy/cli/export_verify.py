@@ -158,6 +158,15 @@ def serve_check(
     return ServeCheck(tuple(merge_args(given, serve)), ready_timeout_s)
 
 
+def shipped_order(suites: tuple[str, ...]) -> list[str]:
+    """The suites in the order the container runs them: `compile` last. It py_compiles
+    every patched file, writing fresh bytecode where the image's python reads it (the
+    image's own __pycache__ in a container's writable layer): run first, it would hide a
+    stale .pyc the image ships from the suites after it, which must see the image as
+    shipped (measured: a mount variant without its bytecode prefix passed that way)."""
+    return sorted(suites, key=lambda name: name == "compile")
+
+
 def check_verify_options(
     suites: tuple[str, ...],
     runtime: str,
@@ -190,7 +199,7 @@ def check_verify_options(
         suites = (*suites, "server")
     checked_mounts = tuple(mount_spec(m) for m in mounts or ())
     checked_env = dict(env_pair(e) for e in env or ())
-    sources = load_smoke_sources(list(suites), default_smoke_dir())
+    sources = load_smoke_sources(shipped_order(suites), default_smoke_dir())
     container_runtime = ContainerRuntime(runtime, docker_host)
     require_runtime(container_runtime)
     settings = VerifySettings(

@@ -149,3 +149,10 @@ def test_dir_verify_without_a_runtime_is_exit_2(tmp_path):
     done = run_cli(*args, "--docker-host", f"unix://{tmp_path}/none.sock", timeout=120)
     assert done.returncode == 2 and "--verify needs" in done.stderr
     assert not out.exists()
+
+
+def test_compile_runs_last_so_the_suites_see_the_image_as_shipped():
+    from ddtree_deploy.cli.export_verify import shipped_order
+
+    order = shipped_order(("integrity", "compile", "imports", "ddtree", "gpu", "server"))
+    assert order == ["integrity", "imports", "ddtree", "gpu", "server", "compile"]
