@@ -182,6 +182,7 @@ def test_verify_serves_from_the_image_and_gates_lossless(
         patchsets,
         extra,
     )
+    print(done.stderr[-3000:])  # the suites' lines, for `pytest -s`
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     ran = {s["suite"]: s for s in summary["verify"]["suites"]}
     assert ran["imports"]["passed"] and ran["ddtree"]["passed"], ran  # the bug is not there
