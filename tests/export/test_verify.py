@@ -232,3 +232,29 @@ def test_dir_verify_runs_the_base_with_the_files_mounted(
     assert sorted(p.name for p in scratch.iterdir()) == (["out"] if how is None else ["patchsets"])
     containers, tags = leftovers(docker_daemon)
     assert "ddtree-verify-" not in containers and "ddtree-verify-base" not in tags
+
+
+def test_k8s_verify_gates_the_mount_variants_on_the_editable_base(
+    runnable_images, sandbox_envs, docker_daemon, scratch
+):
+    """`export k8s --base --verify` on the 0.5.23 editable layout (a docker save tarball,
+    rewritten as a loadable one): the ConfigMap/image-volume variants' files mounted over
+    the base's editable tree, the suites pass, the manifests are written."""
+    version, layout = RUNNABLE[1]
+    out = scratch / "out"
+    args = ["export", "k8s", "-p", CASES[version], "--out", str(out), "--image", "r/x"]
+    args += ["--digest", "sha256:" + "0" * 64, "--workload", "sglang", "--args", ""]
+    args += ["--base", str(runnable_images[(version, layout)]), "--verify"]
+    args += ["--docker-host", docker_daemon.host_url, "--verify-python", PYTHON]
+    for mount in runnable_mounts(sandbox_envs[version]):
+        args += ["--verify-mount", mount]
+    done = run_cli(*args, "--patchsets-dir", str(PATCHSETS), timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    ran = {s["suite"]: s for s in summary["verify"]["suites"]}
+    for name in ("integrity", "compile", "imports", "ddtree"):
+        assert ran[name]["passed"] is True, (name, done.stderr[-3000:])
+    assert (out / "image-volume" / "kustomization.yaml").is_file()
+    assert sorted(p.name for p in scratch.iterdir()) == ["out"]
+    containers, tags = leftovers(docker_daemon)
+    assert "ddtree-verify-" not in containers and "ddtree-verify-base" not in tags
