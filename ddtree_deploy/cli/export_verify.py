@@ -31,9 +31,9 @@ VerifyOpt = Annotated[
     bool,
     typer.Option(
         "--verify",
-        help="Gate the image before it is written: load it into a container runtime and run "
-        "the patchset's smoke suites inside a container of it (exit 1, nothing written, when "
-        "one fails; exit 2 when no runtime answers).",
+        help="Gate the artifact before it is written: run the patchset's smoke suites in a "
+        "container (of the new image; dir/k8s: of the base with the files mounted) on a real "
+        "runtime (exit 1, nothing written, when one fails; exit 2 when no runtime answers).",
     ),
 ]
 RuntimeOpt = Annotated[
