@@ -197,6 +197,11 @@ def check_verify_options(
         )
     if serve is not None and "server" not in suites:
         suites = (*suites, "server")
+    if not suites:  # a gate that checks nothing must not pass
+        raise ConfigError(
+            "--verify: the patchset names no smoke suites (smoke.suites) and no --verify-suite "
+            "or --verify-serve-args was given: nothing would be checked"
+        )
     checked_mounts = tuple(mount_spec(m) for m in mounts or ())
     checked_env = dict(env_pair(e) for e in env or ())
     sources = load_smoke_sources(shipped_order(suites), default_smoke_dir())

@@ -15,7 +15,7 @@ from ddtree_deploy.pipeline.image_serve import ServeCheck
 from ddtree_deploy.transport.container_runtime import ContainerSpec, run_argv
 from tests.export import images
 from tests.export.conftest import PATCHSETS
-from tests.support import run_cli
+from tests.support import make_patchset, run_cli
 
 
 def verify(tmp_path, *extra: str):
@@ -156,3 +156,13 @@ def test_compile_runs_last_so_the_suites_see_the_image_as_shipped():
 
     order = shipped_order(("integrity", "compile", "imports", "ddtree", "gpu", "server"))
     assert order == ["integrity", "imports", "ddtree", "gpu", "server", "compile"]
+
+
+def test_a_patchset_without_suites_is_not_verified_by_nothing(tmp_path):
+    """No smoke.suites and no --verify-suite: exit 2 (a gate that checks nothing would pass)."""
+    patchsets = make_patchset(tmp_path, suites=[])
+    out = tmp_path / "out"
+    args = ["export", "oci", "-p", "ddtree@1.0.0", "--base", str(tmp_path / "no-base")]
+    done = run_cli(*args, "--out", str(out), "--patchsets-dir", str(patchsets), "--verify")
+    assert done.returncode == 2 and "nothing would be checked" in done.stderr
+    assert not out.exists()
