@@ -23,6 +23,21 @@ from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 from .command import local_command
 from .complete import complete_patchsets
 from .context import RunContext
+from .export_verify import (
+    DockerHostOpt,
+    RuntimeOpt,
+    VerifyEnvOpt,
+    VerifyGpusOpt,
+    VerifyMountOpt,
+    VerifyOpt,
+    VerifyPythonOpt,
+    VerifyReadyOpt,
+    VerifyServeArgsOpt,
+    VerifySuiteOpt,
+    gate_image,
+    gate_mounts,
+    verify_request,
+)
 from .options import PatchsetsDirOpt
 
 export_app = typer.Typer(
@@ -91,17 +106,44 @@ def _export_oci(
         str | None, typer.Option("--tag", metavar="NAME:TAG", help="NAME:TAG in the tarball.")
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
+    verify: VerifyOpt = False,
+    runtime: RuntimeOpt = "docker",
+    docker_host: DockerHostOpt = None,
+    verify_python: VerifyPythonOpt = "/usr/bin/python3",
+    verify_mount: VerifyMountOpt = None,
+    verify_env: VerifyEnvOpt = None,
+    verify_gpus: VerifyGpusOpt = 0,
+    verify_suite: VerifySuiteOpt = None,
+    verify_serve_args: VerifyServeArgsOpt = None,
+    verify_ready_timeout: VerifyReadyOpt = 900.0,
 ) -> None:
     """The base image plus ONE patch layer: the locked result files at the package's path
     in the image, whiteouts for stale bytecode, labels naming the base and the patchset.
     Writes OUT/oci (an OCI layout: `skopeo copy oci:OUT/oci docker://REGISTRY/IMAGE:TAG`)
-    and OUT/image.tar (`docker load -i`)."""
+    and OUT/image.tar (`docker load -i`). With --verify, only once the image passed the
+    patchset's smoke suites inside a container of it (docs/kubernetes.md)."""
     from ddtree_deploy.export import export_oci
 
     ps, prepared = load_prepared(patchset, patchsets_dir)
     name = tag or f"sglang-{prepared.name}:{prepared.version}"
+    gate = verify_request(
+        prepared,
+        verify,
+        runtime,
+        docker_host,
+        verify_python,
+        verify_mount,
+        verify_env,
+        verify_gpus,
+        verify_suite,
+        verify_serve_args,
+        verify_ready_timeout,
+    )
+    verified = None
     with new_out_dir(out) as scratch:
         done = export_oci(ps, prepared, base, scratch, name)
+        if gate is not None:
+            verified = gate_image(run, prepared, scratch / "image.tar", name, gate)
     written = done.written
     summary = {
         "patchset": prepared.ref,
@@ -118,12 +160,14 @@ def _export_oci(
         "tarball": str(out / "image.tar"),
         "tag": name,
         "lock_sha256": done.lock_sha256,
+        "verify": verified,
     }
+    passed = ", verified in a container" if verified else ""
     report(
         run,
         summary,
         f"{prepared.ref} on {base}: {written.manifest_digest} ({len(done.results)} files at "
-        f"/{done.located.root}, {len(done.whiteouts)} whiteouts) -> {out}",
+        f"/{done.located.root}, {len(done.whiteouts)} whiteouts{passed}) -> {out}",
     )
 
 
@@ -203,27 +247,65 @@ def _export_k8s(
         ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
+    verify: VerifyOpt = False,
+    runtime: RuntimeOpt = "docker",
+    docker_host: DockerHostOpt = None,
+    verify_python: VerifyPythonOpt = "/usr/bin/python3",
+    verify_mount: VerifyMountOpt = None,
+    verify_env: VerifyEnvOpt = None,
+    verify_gpus: VerifyGpusOpt = 0,
+    verify_suite: VerifySuiteOpt = None,
+    verify_serve_args: VerifyServeArgsOpt = None,
+    verify_ready_timeout: VerifyReadyOpt = 900.0,
 ) -> None:
     """Kustomize overlay (image by digest + server args), Helm values, and (with --base) the
-    ConfigMap and image-volume variants that mount the result files over the base image."""
+    ConfigMap and image-volume variants that mount the result files over the base image.
+    With --verify (needs --base), only once a container of the base with the files mounted
+    as those variants mount them passed the suites (the image the overlay pins by digest
+    is `export oci --verify`'s to gate)."""
     import re
     import shlex
+    import tempfile
 
     from ddtree_deploy.export import k8s
     from ddtree_deploy.export.files import results_from_base
     from ddtree_deploy.export.files_image import write_files_image
+    from ddtree_deploy.export.slurm import write_mount_dir
 
     if kind not in k8s.KINDS:
         raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(k8s.KINDS)}")
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
         raise ConfigError(f"--digest {digest!r}: expected sha256:<64 hex>")
     _, prepared = load_prepared(patchset, patchsets_dir)
+    if verify and base is None:
+        raise ConfigError(
+            "--verify needs --base: the gate runs the base image with the files mounted over "
+            "it (gate the image the overlay pins with `export oci --verify`)"
+        )
+    gate = verify_request(
+        prepared,
+        verify,
+        runtime,
+        docker_host,
+        verify_python,
+        verify_mount,
+        verify_env,
+        verify_gpus,
+        verify_suite,
+        verify_serve_args,
+        verify_ready_timeout,
+    )
     spec = k8s.Workload(kind, workload, container, container_index, base_image)
     serve = list(prepared.serve.args) if prepared.serve else []
     merged = k8s.merge_args(shlex.split(args), serve)
     bases = resources or ["../base"]
     files = results_from_base(prepared, base) if base is not None else None
+    verified = None
     with new_out_dir(out) as scratch:
+        if gate is not None and files is not None and base is not None:
+            with tempfile.TemporaryDirectory(prefix=f".{out.name}.files-", dir=out.parent) as tmp:
+                pairs = write_mount_dir(files, Path(tmp))
+                verified = gate_mounts(run, prepared, base, pairs, out, gate)
         _write_docs(
             scratch / "kustomize", k8s.kustomize_overlay(spec, image, digest, merged, bases)
         )
@@ -262,6 +344,7 @@ def _export_k8s(
         "files_image_digest": files_digest,
         "refused": refused,
         "out": str(out),
+        "verify": verified,
     }
     report(
         run,
@@ -279,23 +362,56 @@ def _export_dir(
     base: BaseOpt,
     out: OutOpt,
     patchsets_dir: PatchsetsDirOpt = None,
+    verify: VerifyOpt = False,
+    runtime: RuntimeOpt = "docker",
+    docker_host: DockerHostOpt = None,
+    verify_python: VerifyPythonOpt = "/usr/bin/python3",
+    verify_mount: VerifyMountOpt = None,
+    verify_env: VerifyEnvOpt = None,
+    verify_gpus: VerifyGpusOpt = 0,
+    verify_suite: VerifySuiteOpt = None,
+    verify_serve_args: VerifyServeArgsOpt = None,
+    verify_ready_timeout: VerifyReadyOpt = 900.0,
 ) -> None:
     """A directory of the result files to bind-mount over the image under Slurm (Pyxis
-    --container-mounts, Apptainer --bind), with the lines to paste (OUT/mounts.txt)."""
+    --container-mounts, Apptainer --bind), with the lines to paste (OUT/mounts.txt). With
+    --verify, only once a container of the base with those mounts passed the suites."""
     from ddtree_deploy.export.files import results_from_base
     from ddtree_deploy.export.slurm import mount_lines, write_mount_dir
 
     _, prepared = load_prepared(patchset, patchsets_dir)
+    gate = verify_request(
+        prepared,
+        verify,
+        runtime,
+        docker_host,
+        verify_python,
+        verify_mount,
+        verify_env,
+        verify_gpus,
+        verify_suite,
+        verify_serve_args,
+        verify_ready_timeout,
+    )
     files = results_from_base(prepared, base)
+    verified = None
     with new_out_dir(out) as scratch:
         pairs = write_mount_dir(files, scratch)
+        if gate is not None:
+            verified = gate_mounts(run, prepared, base, pairs, out, gate)
         # the lines name the final dir, not the scratch one it is built in
         final = [
             (src.replace(str(scratch.resolve()), str(out.resolve()), 1), dst) for src, dst in pairs
         ]
         lines = mount_lines(final, ())
         (scratch / "mounts.txt").write_text("".join(f"# {k}\n{v}\n" for k, v in lines.items()))
-    summary = {"patchset": prepared.ref, "root": files.root, "mounts": final, **lines}
+    summary = {
+        "patchset": prepared.ref,
+        "root": files.root,
+        "mounts": final,
+        **lines,
+        "verify": verified,
+    }
     report(
         run, summary, f"{prepared.ref}: {len(final)} files -> {out}; lines in {out / 'mounts.txt'}"
     )

@@ -49,8 +49,12 @@ os._exit(0)  # no teardown of torch and sglang: seconds, and the answer is out
 
 def python_flags():
     """This interpreter's -I and -B, for the interpreters the suite starts: run isolated
-    by the agent (ops_smoke.py), they are isolated too and write no .pyc."""
-    return ["-I"] * bool(sys.flags.isolated) + ["-B"] * bool(sys.flags.dont_write_bytecode)
+    by the agent (ops_smoke.py), they are isolated too and write no .pyc. And its bytecode
+    prefix (-X pycache_prefix, which the agent passes on from PYTHONPYCACHEPREFIX): they
+    read bytecode where this one does."""
+    flags = ["-I"] * bool(sys.flags.isolated) + ["-B"] * bool(sys.flags.dont_write_bytecode)
+    prefix = getattr(sys, "pycache_prefix", None)
+    return flags + (["-X", "pycache_prefix=" + prefix] if prefix else [])
 
 
 def child_path():

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 
 from ddtree_deploy.agent import packed_agent
 from ddtree_deploy.errors import ConnectError, ContainerError, TransportError
+from ddtree_deploy.inventory import Host
 from ddtree_deploy.transport.base import Transport
 from ddtree_deploy.transport.become import sudo_missing
 from ddtree_deploy.transport.launch import agent_argv
 
 
 class LocalTransport(Transport):
-    """Same protocol as SSH, no network: argv without a shell, one process per request."""
+    """Same protocol as SSH, no network: argv without a shell, one process per request.
+
+    env: the agent's environment (default: this process's); `export --verify` gives the
+    container runtime's endpoint to the agent that relays into the container.
+    """
+
+    def __init__(self, host: Host, env: Mapping[str, str] | None = None):
+        super().__init__(host)
+        self.env = dict(env) if env is not None else None
 
     def _exec_agent(self, payload: bytes) -> tuple[str, str, int]:
         self.stats.sessions += 1
@@ -23,6 +33,7 @@ class LocalTransport(Transport):
                 input=packed_agent() + payload,
                 capture_output=True,
                 timeout=3600,
+                env=self.env,
             )
         except OSError as exc:  # never started: nothing ran (a container host's: bad config)
             if self.host.become and isinstance(exc, FileNotFoundError) and exc.filename == "sudo":

@@ -73,3 +73,48 @@ def base_images(sandbox_envs, scratch_root: Path) -> dict[tuple[str, str], Path]
         edit = [images.editable_layer(pristine, patched, version, work), images.top_layer()]
         out[(version, "editable")] = images.write_docker_save(edit, work / "editable.tar")
     return out
+
+
+RUNNABLE = [("0.5.13.post1", "site"), ("0.5.23", "editable")]  # the --verify cases
+
+
+def runnable_mounts(env) -> list[str]:
+    """The container's bind mounts for a runnable test image (images.venv_layer): the
+    machine's interpreter (/usr, /lib, /lib64) and the sandbox's cache (deps), read-only."""
+    return [
+        "/usr:/usr:ro",
+        "/usr/lib:/lib:ro",
+        "/usr/lib64:/lib64:ro",
+        f"{env.cache_dir}:{env.cache_dir}:ro",
+    ]
+
+
+@pytest.fixture(scope="session")
+def runnable_images(sandbox_envs, scratch_root: Path) -> dict[tuple[str, str], Path]:
+    """(version, layout) of RUNNABLE -> a base image that a container can run: the base's
+    sglang layer, then images.venv_layer (python at /opt/venv/bin/python3, with the sandbox's
+    CPU adapter, off unless its variable is set: a server of the image can run on this
+    CPU), then the top."""
+    from ddtree_sandbox.cpu_adapt import install_cpu_adapt
+
+    adapter = scratch_root / "cpu-adapt"
+    adapter.mkdir()
+    install_cpu_adapt(adapter)
+    site_files = {p.name: p.read_bytes() for p in adapter.iterdir()}
+    out = {}
+    for version, layout in RUNNABLE:
+        env = sandbox_envs[version]
+        pristine, patched = env.sglang_dir, patched_paths(CASES[version])
+        work = scratch_root / f"runnable-{version}"
+        work.mkdir()
+        deps = [str(p) for p in (env.overlay_dir, env.site_packages) if p is not None]
+        if layout == "site":
+            first = images.site_layer(pristine, patched)
+        else:
+            first = images.editable_layer(pristine, patched, version, work)
+        layers = [first, images.venv_layer(deps, site_files), images.top_layer()]
+        if layout == "site":
+            out[(version, layout)] = images.write_oci_layout(layers, work / "site-oci")
+        else:
+            out[(version, layout)] = images.write_docker_save(layers, work / "editable.tar")
+    return out

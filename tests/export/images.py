@@ -160,6 +160,36 @@ def top_layer() -> bytes:
     return raw.getvalue()
 
 
+def venv_layer(deps: list[str], site_files: dict[str, bytes] | None = None) -> bytes:
+    """Return a layer that makes the image RUNNABLE by `/opt/venv/bin/python3`: a venv
+    (pyvenv.cfg, python3 -> /usr/bin/python3) over SITE, whose site-packages gain the
+    sandbox's dependency dirs `deps` (torch and the rest; mounted into the container at the
+    same paths) by a .pth, read after the image's own sglang; plus /tmp and a passwd.
+    `site_files`: more files for site-packages (name -> bytes: the sandbox's CPU adapter).
+
+    The interpreter and the dependencies are the machine's, bind-mounted read-only (an
+    image holding torch would be GBs); sglang, its editable finder and the patch layer are
+    the image's own, which is what a gate inside the container judges.
+    """
+    raw = io.BytesIO()
+    venv = posixpath.dirname(posixpath.dirname(posixpath.dirname(SITE)))  # opt/venv
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        cfg = "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n"
+        _add_bytes(tar, f"{venv}/pyvenv.cfg", cfg.encode())
+        link = tarfile.TarInfo(f"{venv}/bin/python3")
+        link.type, link.linkname, link.mtime = tarfile.SYMTYPE, "/usr/bin/python3", 1_700_000_000
+        tar.addfile(link)
+        _add_bytes(tar, f"{SITE}/zz-sandbox-deps.pth", "".join(d + "\n" for d in deps).encode())
+        for name, data in sorted((site_files or {}).items()):
+            _add_bytes(tar, f"{SITE}/{name}", data)
+        tmp = tarfile.TarInfo("tmp/")
+        tmp.type, tmp.mode, tmp.mtime = tarfile.DIRTYPE, 0o1777, 1_700_000_000
+        tar.addfile(tmp)
+        _add_bytes(tar, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+        _add_bytes(tar, "etc/group", b"root:x:0:\n")
+    return raw.getvalue()
+
+
 def image_config(diff_ids: list[str]) -> bytes:
     config = {
         "architecture": "amd64",

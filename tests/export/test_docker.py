@@ -3,21 +3,17 @@ sandbox's python run inside the container, where overlay2 (not our unpacker) has
 the patch layer's whiteouts: `import sglang` finds the patched files, no bytecode of a
 patched module is left, the loader runs the new source.
 
-A private dockerd per module (its own data/exec root and socket, `--bridge=none`, no
-iptables; notes: ../shared/notes/real-containers.md). Skipped where dockerd is not
-installed or we are not root. The container gets the machine's /usr (python3) and the
+The session's private dockerd (tests/conftest.py `docker_daemon`: its own data/exec root
+and socket, `--bridge=none`, no iptables; notes: ../shared/notes/real-containers.md).
+Skipped only where we are not root (the sandbox's envs need it); as root, a missing
+docker.io is a failure, not a skip. The container gets the machine's /usr (python3) and the
 sandbox's envs read-only: the test images hold sglang, not an interpreter.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,37 +29,11 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def docker_env() -> Iterator[dict[str, str]]:
-    """Start a private dockerd; yield the env that points `docker` at it; stop it."""
-    if os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("docker"):
-        pytest.skip("needs root and Docker (dockerd, docker) installed")
-    root = Path(tempfile.mkdtemp(prefix="ddtree-dockerd-", dir="/tmp"))
-    env = {**os.environ, "DOCKER_HOST": f"unix://{root}/sock"}
-    cmd = ["dockerd", "--bridge=none", "--iptables=false", "--ip-masq=false"]
-    cmd += ["--data-root", f"{root}/data", "--exec-root", f"{root}/exec", "-p", f"{root}/pid"]
-    cmd += ["-H", env["DOCKER_HOST"]]
-    with open(root / "dockerd.log", "wb") as log:
-        daemon = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while subprocess.run(["docker", "info"], env=env, capture_output=True).returncode != 0:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"dockerd did not start: {(root / 'dockerd.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield env
-    finally:
-        daemon.terminate()
-        try:
-            daemon.wait(60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        # a daemon that died hard can leave its netns bind mount under exec-root
-        with open("/proc/self/mounts") as mounts:
-            left = [line.split()[1] for line in mounts if line.split()[1].startswith(str(root))]
-        for point in sorted(left, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+def docker_env(docker_daemon) -> dict[str, str]:
+    """The environment that points `docker` at the session's private dockerd
+    (tests/conftest.py `docker_daemon`): as root, a missing docker.io or a daemon that does
+    not come up FAILS the test, never skips it."""
+    return docker_daemon.env()
 
 
 @pytest.mark.parametrize(("version", "layout"), [("0.5.13.post1", "site"), ("0.5.23", "editable")])

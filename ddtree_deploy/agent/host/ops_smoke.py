@@ -61,9 +61,13 @@ def op_smoke(ctx, args):
 def suite_argv(work, script):
     """The argv running `script` isolated, with `work` (the support modules) and the
     absolute entries of this agent's PYTHONPATH (as the agent's own python has them) on
-    sys.path."""
+    sys.path, and this python's bytecode prefix (PYTHONPYCACHEPREFIX, which -I drops, as
+    -X pycache_prefix): a suite reads bytecode where the host's python does, e.g. in a
+    container whose files are mounted over stale bytecode (docs/kubernetes.md)."""
     env_path = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    return [sys.executable, "-I", "-B", "-c", LAUNCHER, work, script] + [
+    prefix = getattr(sys, "pycache_prefix", None)
+    flags = ["-X", "pycache_prefix=" + prefix] if prefix else []
+    return [sys.executable, "-I", "-B", *flags, "-c", LAUNCHER, work, script] + [
         p for p in env_path if os.path.isabs(p)
     ]
 
