@@ -89,6 +89,7 @@ def test_control_paramiko_alone_prints_its_traceback(peers):
         " allow_agent=False)\n"
         "except Exception as exc:\n"
         "    print('raised', type(exc).__name__)\n"
+        "import time; time.sleep(2)\n"  # the transport thread logs after connect() gave up
     )
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
