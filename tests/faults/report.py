@@ -163,6 +163,7 @@ def render(
         f"{sum(v[1] for v in in_default):.0f} s of test time.",
         "",
         *_explanations(_count(results, "test_bad_input.py")),
+        *_threats(),
     ]
     if wall_s is not None:
         lines += ["", f"Whole run: {wall_s:.0f} s wall on the machine that generated this."]
@@ -237,10 +238,74 @@ def _explanations(bad_input_cases: int) -> list[str]:
         "or rollback to take); a preflight answer that cannot be read releases the lock it "
         "took (the next push deploys instead of exit 4); `status` during a live push says "
         "`in progress: host locked by HOLDER`, not `run recover`.",
+        "- *Real systemd units*: the matrix's default cells on a host whose server is a real "
+        "systemd 252 unit (a container with systemd as PID 1, its sshd a unit too) end as "
+        "the root matrix's do; `become` with real sudo inside pushes, rolls back and leaves "
+        "root-owned files, and without the sudo rule exits 2 with nothing changed. A `unit` "
+        "that is no unit name (`-x` would be a systemctl option) is refused when the "
+        "inventory is read; a unit the host's systemd does not know is refused at preflight "
+        "(exit 2, nothing installed; before the check: installed, both restarts failed, "
+        "exit 3).",
+        "- *Real container targets*: on a Docker container of the session's private dockerd, "
+        "a compile error and a failed import are rolled back inside the container; the "
+        "controller killed at install or at `docker restart`, then `recover`, an SSH cut "
+        "during the restart, and `docker stop` while the push installs each end with the "
+        "container's tree the image's or the patchset's (never between), the container "
+        "running and no lock left.",
         "- *Soak* (`make soak`): 30 push/rollback cycles on 4 hosts in one controller "
         "process: open files and threads stay flat; no sshd session, agent or extra server "
         "is left on a host; backups stay within retention; every tree ends byte-identical.",
     ]
+
+
+THREATS = [  # (threat, the tests that hold it off; each has its negative control)
+    (
+        "a rollback, recover or fleet undo overwrites a hand edit",
+        "test_hand_edits.py (every test; control: with the drift check removed they fail)",
+    ),
+    (
+        "a state dir another user can write gives that user root (planted module, forged "
+        "journal + manifest, set-id bits)",
+        "test_state_dir_security.py (the dir cases, planted modules, forged backups)",
+    ),
+    (
+        "a silent network cut hangs a push",
+        "test_network_cut.py (control: a keepalive count no cut reaches keeps waiting)",
+    ),
+    (
+        "junk on a host's stdout breaks every suite",
+        "test_state_dir_security.py::test_junk_on_the_hosts_stdout_leaves_every_suite_passing",
+    ),
+    (
+        "terminal escapes from a host reach the operator's console",
+        "test_host_escapes.py (control: the sanitiser bypassed, they leak)",
+    ),
+    ("a failure leaves a partial backup, a stale lock, a wrong `run recover`", "test_leftovers.py"),
+    (
+        "a symlink or path out of site-packages, shell metacharacters, secrets in output, "
+        "taking another run's lock",
+        "test_security.py, test_bad_input.py",
+    ),
+    (
+        "the same faults through a non-root login (sudo)",
+        "test_become_faults.py, test_become_bad_input.py, test_systemd_become.py",
+    ),
+    (
+        "the same faults on a real systemd unit's host; option injection through `unit`",
+        "test_systemd_faults.py, test_systemd_bad_input.py",
+    ),
+    (
+        "the same faults on a real Docker container target",
+        "test_container_faults.py, test_container_watchdog.py, "
+        "tests/containers/test_container_bad_input.py",
+    ),
+]
+
+
+def _threats() -> list[str]:
+    lines = ["", "### Threats and the tests that hold them off", "",
+             "| threat | tests (tests/faults/ unless named) |", "|---|---|"]  # fmt: skip
+    return lines + [f"| {threat} | {tests} |" for threat, tests in THREATS]
 
 
 def _junit_runs(junits: list[Path]) -> str:
