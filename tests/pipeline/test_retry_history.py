@@ -26,6 +26,10 @@ class Fleet:
             *args, "-i", str(self.sandbox.inventory_path), "--patchsets-dir", str(self.patchsets)
         )
 
+    def history(self, *args: str):
+        """`history` reads journals only: no patchsets to give it."""
+        return run_cli("history", *args, "-i", str(self.sandbox.inventory_path))
+
     def journal(self, index: int) -> list[dict]:
         path = self.sandbox.hosts[index].state_dir_on_disk / "journal.jsonl"
         if not path.exists():
@@ -63,7 +67,7 @@ def test_retry_pushes_only_the_host_that_failed_then_history_tells_it(fleet, tmp
     nothing = fleet.cli("push", "--retry", str(again))
     assert nothing.returncode == 0 and "nothing to retry" in nothing.stderr
 
-    history = fleet.cli("history", "--all", "--json")
+    history = fleet.history("--all", "--json")
     assert history.returncode == 0, history.stderr
     deploys = [
         (e["host"], e["data"]["deploy"])
@@ -75,7 +79,7 @@ def test_retry_pushes_only_the_host_that_failed_then_history_tells_it(fleet, tmp
         ("host1", "committed"),
     ]
     assert all(d["holder"] and d["patchset"] == "ddtree@1.0.0" for _, d in deploys)
-    table = fleet.cli("history", "--all")
+    table = fleet.history("--all")
     assert table.returncode == 0 and table.stdout.count("committed") == 2
 
 
