@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,8 +108,9 @@ def test_a_completer_returns_nothing_on_any_error(completer):
 def test_install_and_show_completion_are_offered():
     done = CliRunner().invoke(app, ["--help"])
     assert "--install-completion" in done.stdout and "--show-completion" in done.stdout
-    # In a fresh interpreter: in the full fast run, other tests' Typer/Click state once made
-    # the in-process call exit 1.
+    # `--show-completion` detects the shell from the parent processes (shellingham): under a
+    # CI runner or a detached job there is none ("Shell  not supported.", exit 1), so the
+    # shell is named, with Typer's own switch that makes the option take it.
     code = (
         "from typer.testing import CliRunner\n"
         "from ddtree_deploy.cli import app\n"
@@ -116,7 +118,8 @@ def test_install_and_show_completion_are_offered():
         "print('exit', r.exit_code)\n"
         "print(r.stdout)\n"
     )
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           cwd=REPO, timeout=120)  # fmt: skip
+                           cwd=REPO, env=env, stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
     assert shown.stdout.startswith("exit 0"), shown.stdout + shown.stderr
     assert "_DDTREE_DEPLOY_COMPLETE" in shown.stdout
