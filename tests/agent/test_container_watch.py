@@ -52,3 +52,13 @@ def test_inspect_reads_the_restart_count_and_the_exit_code_of_a_stopped_containe
     assert (facts.running, facts.exit_code, facts.restart_count) == (False, 1, 3)
     running = [dict(found[0], State={"Running": True, "Pid": 7, "ExitCode": 0})]
     assert read_inspect(SPEC, running).exit_code is None  # no exit while it runs
+
+
+def test_inspect_says_when_the_restart_policy_is_restarting_it():
+    state = {"Running": True, "Restarting": True, "Pid": 0, "StartedAt": "t"}
+    found = [{"Id": "c" * 64, "Config": {"Image": "img"}, "Image": "sha256:2",
+              "RestartCount": 1, "State": state}]  # fmt: skip
+    assert read_inspect(SPEC, found).restarting is True
+    settled = [dict(found[0], State={"Running": True, "Restarting": False, "Pid": 7})]
+    facts = read_inspect(SPEC, settled)
+    assert facts.restarting is None and "restarting" not in facts.to_dict()

@@ -138,7 +138,12 @@ CELLS: list[Cell] = [
         "smoke",
         ssh_cut={"exit": 1},
         disk_full={"exit": 1, "note": "the failed script write frees its blocks"},
-        perm_denied={"exit": 1},
+        perm_denied={
+            "exit": 3,
+            "recover": True,
+            "note": "state dir immutable: no private dir "
+            "for the suites, and the rollback cannot write there either: recover",
+        },
         import_error={"exit": 1},
         smoke_failure={"exit": 1, "default": True},
         sigkill={"exit": -9, "recover": True},

@@ -112,8 +112,6 @@ def _prepare(fh: FaultHost, cell: Cell) -> None:
             fh.fill(STATE_DIR)
     if cell.fault == "perm_denied" and cell.stage == "preflight":
         fh.make_immutable(STATE_DIR)
-    if cell.fault == "perm_denied" and cell.stage == "smoke":
-        fh.host.run(["mkdir", "-m", "700", "-p", f"{STATE_DIR}/smoke"])
     if cell.fault == "perm_denied" and cell.stage == "journal":
         fh.host.run(["touch", f"{STATE_DIR}/journal.jsonl"])
         fh.host.run(["chmod", "600", f"{STATE_DIR}/journal.jsonl"])
@@ -144,7 +142,8 @@ def _strike(fh: FaultHost, cell: Cell, push: Push) -> None:
             "backup": f"{STATE_DIR}/backups",
             "journal": f"{STATE_DIR}/journal.jsonl",
             "commit": f"{STATE_DIR}/journal.jsonl",
-            "smoke": f"{STATE_DIR}/smoke",
+            # the suites run from a fresh private dir made in the state dir (ops_smoke)
+            "smoke": STATE_DIR,
             "compile": f"{SPECULATIVE}/__pycache__",
         }.get(stage, SPECULATIVE)
         fh.make_immutable(target)

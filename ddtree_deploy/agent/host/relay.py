@@ -44,6 +44,10 @@ from .wire_container import (
 
 LOGS_TIMEOUT_S = 30
 CHILD_EXIT_WAIT_S = 10
+# A container its restart policy is restarting takes no `exec` ("is restarting, wait until
+# the container is running"): the relay waits this long for it to run again (a rollback of
+# a crash-looping server lands in the seconds the container runs between two crashes).
+RESTARTING_WAIT_S = 60
 STDERR_TAIL_CHARS = 1500
 CANNOT_START = (126, 127)  # the runtime's (and a shell's) "cannot execute" / "not found"
 
@@ -143,6 +147,10 @@ class Relay:
             return self.child
         self.close()
         self.inspected = self.inspect(spec)
+        deadline = time.monotonic() + RESTARTING_WAIT_S
+        while self.inspected.restarting and time.monotonic() < deadline:
+            time.sleep(0.25)
+            self.inspected = self.inspect(spec)
         if not self.inspected.running:
             raise Refused(NOT_STARTED, "container %r is not running" % spec.name)
         self.child_err = tempfile.TemporaryFile()

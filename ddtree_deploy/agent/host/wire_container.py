@@ -32,9 +32,10 @@ class ContainerFacts(Record):
     new container, so a new writable layer), image as named at `run`, image id, running,
     main pid (host's view) and when it started; restart_count, the restarts its restart
     policy made (docker and podman `RestartCount`), exit_code, how its main process last
-    ended (None while it runs)."""
+    ended (None while it runs); restarting, True while its restart policy is restarting it
+    (no `exec` is taken then; None otherwise)."""
 
-    OMIT_IF_NONE = ("restart_count", "exit_code")
+    OMIT_IF_NONE = ("restart_count", "exit_code", "restarting")
     name: str
     runtime: str
     id: str
@@ -45,6 +46,7 @@ class ContainerFacts(Record):
     started_at: Optional[str]
     restart_count: Optional[int] = None
     exit_code: Optional[int] = None
+    restarting: Optional[bool] = None
 
 
 def runs_on_host(op: Dict[str, Any]) -> bool:
@@ -78,6 +80,7 @@ def read_inspect(spec: ContainerSpec, inspected: Any) -> ContainerFacts:
         started_at=state.get("StartedAt"),
         restart_count=_int_or_none(found.get("RestartCount")),
         exit_code=None if state.get("Running") else _int_or_none(state.get("ExitCode")),
+        restarting=True if state.get("Restarting") else None,
     )
 
 
