@@ -9,16 +9,13 @@ host-side ops itself (the restart of a `container` service) and hands every run 
 ops to one agent in the container (`RUNTIME exec -i NAME PYTHON -c ...`, fed the same
 bundle), kept between requests and started again after a restart. The controller still
 sends one request and reads one answer per round trip: the hops here are local pipes.
-The alternatives were worse: a second SSH session for host-side ops would make a restart
-request (restore, journal, restart, health) two round trips and leave the controller to
-notice its container session died; a `docker` call through the container needs the
-runtime's socket inside it.
+The alternatives were worse: a second SSH session would make a restart request two round
+trips; a `docker` call from inside the container needs the runtime's socket there.
 
-The container's agent is started only after `RUNTIME inspect` found the container running,
-so a missing runtime, an unknown or stopped container come back as a clear refusal
-(wire_container.NOT_STARTED, nothing ran); so does an agent that could not be started in
-it (exit 126/127: no such python there). Each facts answer gains the container as
-inspected (id, image), so status can tell a recreated container from the deployed one.
+The container's agent starts only once `RUNTIME inspect` finds the container running (a
+restart policy's restart waited out): a missing runtime, an unknown or stopped container, an
+agent that cannot start there (126/127) are a clear refusal (NOT_STARTED). Each facts answer
+gains the container as inspected (id, image): status tells a recreated container apart.
 """
 
 import functools
@@ -36,6 +33,7 @@ from .wire import BEGIN, END, Code, OpFailed, pack_bundle, parse_args
 from .wire_container import (
     AGENT_LOST,
     NOT_STARTED,
+    RESTARTING_WAIT_S,
     ContainerSpec,
     died_while_starting,
     read_inspect,
@@ -44,10 +42,6 @@ from .wire_container import (
 
 LOGS_TIMEOUT_S = 30
 CHILD_EXIT_WAIT_S = 10
-# A container its restart policy is restarting takes no `exec` ("is restarting, wait until
-# the container is running"): the relay waits this long for it to run again (a rollback of
-# a crash-looping server lands in the seconds the container runs between two crashes).
-RESTARTING_WAIT_S = 60
 STDERR_TAIL_CHARS = 1500
 CANNOT_START = (126, 127)  # the runtime's (and a shell's) "cannot execute" / "not found"
 

@@ -27,6 +27,12 @@ class ContainerSpec(Record):
     argv: List[str]
 
 
+# A container its restart policy is restarting takes no `exec` ("is restarting, wait until
+# the container is running"): the relay waits this long for it to run again (a rollback of
+# a crash-looping server lands in the seconds the container runs between two crashes).
+RESTARTING_WAIT_S = 60
+
+
 class ContainerFacts(Record):
     """The container as `RUNTIME inspect` saw it from the host: full id (a new id means a
     new container, so a new writable layer), image as named at `run`, image id, running,
