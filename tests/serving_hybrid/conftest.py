@@ -23,16 +23,24 @@ DDTREE = REPO / "patchsets" / "ddtree"
 # Each copied into the sandbox's patchsets dir with a shorter lossless gate (CI time: the
 # interpreted GDN kernels make ~0.2 s a token on 2 busy cores): version -> (prompts, tokens).
 # 2.1.3 never serves here (refused at start): its gate's plain references are all it costs.
-TRIMMED = {"2.1.3": (1, 4), "2.1.2": (8, 32), "2.2.0": (8, 32), "2.2.1": (8, 32)}
+# make test runs 2.2.1 (the lossless run) and stock 2.1.2 (the control) on shorter gates than
+# the 8 x 32 that 2.2.0's serving_full runs prove: stock 2.1.2 first differs at prompt 2,
+# token 6 (docs/ddtree.md), well inside 4 x 16.
+TRIMMED = {"2.1.3": (1, 4), "2.1.2": (4, 16), "2.2.0": (8, 32), "2.2.1": (4, 24)}
 
 
 def trim_lossless(root: Path, prompts: int, tokens: int) -> None:
     """Keep the first ``prompts`` of the copy's [lossless] prompts and ``tokens`` new tokens
-    each, then re-lock the copy (the repository's versions are never touched)."""
+    each, at most ``prompts`` requests in flight, then re-lock the copy (the repository's
+    versions are never touched)."""
     from ddtree_deploy.patchset import load_patchset, write_lock
 
     spec = root / "patchset.toml"
     text = re.sub(r"(?m)^max_new_tokens = \d+$", f"max_new_tokens = {tokens}", spec.read_text())
+    flight = min(prompts, 8)
+    text = re.sub(
+        r"(?m)^concurrency = (\d+)$", lambda m: f"concurrency = {min(flight, int(m[1]))}", text
+    )
     head, _, tail = text.partition("prompts = [\n")
     lines = tail.splitlines(keepends=True)
     kept = [line for line in lines if line.lstrip().startswith("{ input_ids")][:prompts]
