@@ -326,6 +326,7 @@ def _rollback(
         why = traffic.after_rollback(healthy=outcome == Outcome.ROLLED_BACK)
         if why is not None:
             outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {why}"
+    outcome = gate.escalate(outcome) if gate is not None else outcome  # a person decides
     return dataclasses.replace(result, outcome=outcome, details=details, message=message)
 
 
