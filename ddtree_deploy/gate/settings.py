@@ -69,13 +69,14 @@ class GateConfig(BaseModel):
         default=None, gt=0, description="A request slower than this is an error."
     )
     retries: int | None = Field(
-        default=None, ge=0, description="Re-measures a failed speed check gets."
+        default=None, ge=0, description="Re-measures a failed (or inconclusive) speed check gets."
     )
     max_tokens_per_s_regression: float | None = Field(
         default=None,
         ge=0,
         lt=1,
-        description="Largest fall of median tokens/s, or the baseline's noise band if wider.",
+        description="Largest fall of median tokens/s (a fall inside a wider noise band: "
+        "inconclusive).",
     )
     min_accept_length_ratio: float | None = Field(
         default=None, ge=0, description="Lowest new / old accept length (plain decoding: 1.0)."
@@ -90,7 +91,7 @@ class GateConfig(BaseModel):
     max_p95_latency_ratio: float | None = Field(
         default=None,
         ge=1,
-        description="Largest replay p95 latency, new / old (x the noise band).",
+        description="Largest replay p95 latency, new / old (to x (1 + noise band): inconclusive).",
     )
     on_inconclusive: VerdictAction | None = Field(
         default=None,
@@ -148,7 +149,8 @@ class GateConfig(BaseModel):
 
 @dataclass(frozen=True)
 class Thresholds:
-    """What the new server must hold against its baseline (see compare.py)."""
+    """What the new server must hold against its baseline (see compare.py), and what an
+    INCONCLUSIVE or NO_DATA check does (verdict.py)."""
 
     max_tokens_per_s_regression: float = 0.05
     min_accept_length_ratio: float = 0.95
