@@ -245,8 +245,8 @@ def report_checks(
     `prefix` (the rollback's confirmation: `rollback.tokens_per_s`)."""
     named = [replace(c, name=prefix + c.name) for c in checks]
     for check in named:
-        verdict = "ok" if check.verdict == "PASS" else str(check.verdict)
-        verdict += f" ({check.action})" if check.verdict not in ("PASS", "FAIL") else ""
+        shown = {"PASS": "ok", "FAIL": "FAILED"}
+        verdict = shown.get(check.verdict) or f"{check.verdict} ({check.action})"
         first = check.detail.splitlines()[0] if check.detail else ""
         run.recorder.info(
             stage, f"gate.{check.name} {verdict}: {first}", data={"gate": check.to_dict()}
