@@ -70,7 +70,9 @@ def gate(
 ) -> None:
     """Compare each host's running server with its baseline: tokens/s, accept length,
     greedy outputs, errors (and, with --gate full, load, health and metrics over the bake).
-    Exit 1 when a check fails, 2 when there is no baseline to compare with."""
+    Exit 1 when a check fails, 2 when there is no baseline to compare with, 3 when a check's
+    verdict needs a human (inconclusive or no data, as the thresholds' on_inconclusive and
+    on_no_data say)."""
     if url is not None:
         from .gate_url import run_url_gate
 

@@ -29,7 +29,8 @@ def run_url_gate(
 ) -> None:
     """Measure `url`, compare with `baseline` (none: measure and --record only), print the
     verdict (JSON on stdout) and exit 0 (as good), 1 (a check failed, or the server gave no
-    usable measurement) or 2 (bad input: no/unusable baseline, bad URL)."""
+    usable measurement), 2 (bad input: no/unusable baseline, bad URL) or 3 (a check's verdict
+    needs a human: inconclusive, or no data, as the thresholds say)."""
     from ddtree_deploy.pipeline.gate_url import gate_url
 
     if baseline is not None and not baseline.is_file():
@@ -42,9 +43,20 @@ def run_url_gate(
         prepared = prepare_patchset(found)
     chosen: GateMode | None = gate_mode(mode)
     result = gate_url(url, prepared, chosen, baseline, record, api_key_env)
-    typer.echo(json.dumps({"ok": result.ok, "message": result.message, **result.details}))
+    typer.echo(
+        json.dumps(
+            {
+                "ok": result.ok,
+                "needs_human": result.needs_human,
+                "message": result.message,
+                **result.details,
+            }
+        )
+    )
     run.console.print(result.message, markup=False, highlight=False, soft_wrap=True)
     if result.refused:
         raise typer.Exit(exit_codes.BAD_INPUT)
+    if result.needs_human:
+        raise typer.Exit(exit_codes.NEEDS_ATTENTION)
     if not result.ok:
         raise typer.Exit(exit_codes.ROLLED_BACK)

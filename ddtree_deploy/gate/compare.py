@@ -1,34 +1,39 @@
-"""The gate's verdicts: the new server's measurement against the baseline measured on the
+"""The gate's checks: the new server's measurement against the baseline measured on the
 old server just before, on the same host (Kayenta-style). Pure: both measurements
 (agent gate_measure results) and the thresholds come in as arguments.
 
-One GateCheck per rule, in this order:
+Each check has one of four verdicts (verdict.py): PASS, FAIL, INCONCLUSIVE (the change lies
+between the threshold and the noise band: the run cannot tell it from noise) or NO_DATA
+(nothing to compare); the thresholds' on_inconclusive / on_no_data say what the last two do
+(the check's `action`: pass, fail or needs_human). One GateCheck per rule, in this order:
 
 - tokens_per_s (noise-aware): each replay round's throughput is tokens / wall_s (rounds
   with wall_s <= 0 are left out); B and N are the medians of the baseline's and the new
   server's rounds. The noise band is the wider of the two measurements' (max - min) /
   median over their rounds (0 with one round), capped at 0.5: a difference smaller than
   the spread between identical rounds of either side cannot be told from noise (measured:
-  docs/gate.md), and a 2x slowdown is caught through any band.
-  allowed = max(max_tokens_per_s_regression, band); the regression 1 - N/B must be
-  <= allowed. A baseline without a positive median fails ("baseline
-  measured no tokens").
+  docs/gate.md), and a 2x slowdown is caught through any band. With the regression
+  1 - N/B: PASS when <= max_tokens_per_s_regression, FAIL when beyond both it and the
+  band, else INCONCLUSIVE. NO_DATA when the baseline has no positive median ("baseline
+  measured no tokens") or the new server no rounds.
 - accept_length_ratio: accept length = replay.tokens / replay.verify_ct, or 1.0 when
   verify_ct is 0 (plain decoding: one token per forward, shown as "no speculation"); new /
-  baseline must be >= min_accept_length_ratio. Passes, saying so, when the baseline's is 0.
+  baseline must be >= min_accept_length_ratio. NO_DATA when the baseline's is 0.
 - greedy_match: the replays' outputs per prompt under exact | prefix:N | ratio:x (see
   greedy.py for what each means); the detail names the first differing prompt and token.
+  NO_DATA when neither side has outputs.
 - error_rate: the new server's errors / requests over its replay plus its load (if any)
   must be <= max_error_rate; the detail quotes the first error (the replay's, else the
-  load's). No requests at all counts as rate 0.
-- p95_latency_ratio: the nearest-rank p95 of new.replay.latencies_s over the baseline's
-  must be <= max_p95_latency_ratio x (1 + band), the band being tokens_per_s's. Passes,
-  saying why, when either side has no latencies (or the baseline's p95 is 0).
+  load's). NO_DATA when it made no requests.
+- p95_latency_ratio: the nearest-rank p95 of new.replay.latencies_s over the baseline's:
+  PASS when <= max_p95_latency_ratio, FAIL beyond it x (1 + band) (the band being
+  tokens_per_s's), else INCONCLUSIVE. NO_DATA when either side has no latencies (or the
+  baseline's p95 is 0).
 - health: only when the new measurement has a load: its health polls must not have
-  failed, and the load must not have stopped early.
+  failed, and the load must not have stopped early. NO_DATA when nothing was polled.
 - "metrics: <rule>": one per rule of thresholds.metrics (metrics.py), over the new
   server's /metrics text before and after its run; metrics_error is quoted when the text is
-  missing, and a rule that does not parse fails with the reason.
+  missing (NO_DATA); a metric missing from the text, or a rule that does not parse, fails.
 
 Before them, only when the two replayed different prompts or max_new_tokens (both
 recorded): a failed `same_replay` check (their numbers cannot be compared).
@@ -49,9 +54,9 @@ from ddtree_deploy.agent.host.wire_results import GateMeasurement, LoadStats, Re
 from ddtree_deploy.gate.greedy import compare_outputs
 from ddtree_deploy.gate.metrics import evaluate, format_number, measure, parse_rule
 from ddtree_deploy.gate.settings import Thresholds
+from ddtree_deploy.gate.verdict import SLACK, Action, Verdict, action_of, judge_drop, judge_ratio
 
 NOISE_BAND_CAP = 0.5
-_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -59,21 +64,43 @@ class GateCheck:
     """One rule's verdict, as the summary table and the JSON report show it.
 
     name: tokens_per_s | accept_length_ratio | greedy_match | error_rate |
-    p95_latency_ratio | health | "metrics: <rule>"; baseline/new: the values as shown
-    ("" when not applicable); limit: what was required; detail: its first line is a
-    one-line verdict naming the values, further lines add context.
+    p95_latency_ratio | health | "metrics: <rule>"; verdict: PASS | FAIL | INCONCLUSIVE |
+    NO_DATA; baseline/new: the values as shown ("" when not applicable); limit: what was
+    required; detail: its first line is a one-line verdict naming the values, further lines
+    add context; action: what the verdict does under the thresholds (compare() sets it;
+    built alone, anything but PASS fails).
     """
 
     name: str
-    passed: bool
+    verdict: Verdict
     baseline: str
     new: str
     limit: str
     detail: str
+    action: Action = Action.FAIL
+
+    @property
+    def passed(self) -> bool:
+        """Whether the check lets the run go on (its verdict passes, or is let pass)."""
+        return self.action == Action.PASS
+
+    @property
+    def needs_human(self) -> bool:
+        """Whether the check stops the run for a person (exit 3)."""
+        return self.action == Action.NEEDS_HUMAN
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the check as a JSON-ready dict."""
-        return dataclasses.asdict(self)
+        """Return the check as a JSON-ready dict (`passed`: what report/ reads)."""
+        return {
+            "name": self.name,
+            "verdict": str(self.verdict),
+            "action": str(self.action),
+            "passed": self.passed,
+            "baseline": self.baseline,
+            "new": self.new,
+            "limit": self.limit,
+            "detail": self.detail,
+        }
 
 
 def round_throughputs(replay: ReplayStats) -> list[float]:
@@ -131,7 +158,9 @@ def compare(
     checks.extend(_metrics(baseline, new, rule) for rule in thresholds.metrics)
     checks = [c for c in checks if only is None or c.name in only]
     mismatch = _same_replay(baseline, new)
-    return checks if mismatch is None else [mismatch, *checks]
+    checks = checks if mismatch is None else [mismatch, *checks]
+    acting = thresholds.on_inconclusive, thresholds.on_no_data
+    return [dataclasses.replace(c, action=action_of(c.verdict, *acting)) for c in checks]
 
 
 def _same_replay(baseline: GateMeasurement, new: GateMeasurement) -> GateCheck | None:
@@ -148,15 +177,23 @@ def _same_replay(baseline: GateMeasurement, new: GateMeasurement) -> GateCheck |
         f"the baseline replayed other prompts or lengths ({shown_base}) than now "
         f"({shown_new}): the numbers cannot be compared"
     )
-    return GateCheck("same_replay", False, shown_base, shown_new, "the same replay", detail)
+    return GateCheck("same_replay", Verdict.FAIL, shown_base, shown_new, "the same replay", detail)
 
 
 def describe_failures(checks: list[GateCheck]) -> str:
-    """Return the failed checks as "gate.NAME: <first line>; ..." ("" when none failed)."""
+    """Return the checks that fail the run as "gate.NAME: <first line>; ..." ("" when none)."""
+    return _describe([c for c in checks if c.action == Action.FAIL])
+
+
+def describe_undecided(checks: list[GateCheck]) -> str:
+    """Return the checks that need a human (their action needs_human) as "gate.NAME:
+    <first line>; ..." ("" when none)."""
+    return _describe([c for c in checks if c.needs_human])
+
+
+def _describe(checks: list[GateCheck]) -> str:
     return "; ".join(
-        f"gate.{c.name}: {c.detail.splitlines()[0] if c.detail else 'failed'}"
-        for c in checks
-        if not c.passed
+        f"gate.{c.name}: {c.detail.splitlines()[0] if c.detail else c.verdict}" for c in checks
     )
 
 
@@ -170,22 +207,27 @@ def _tokens_per_s(
     now = statistics.median(new_rounds) if new_rounds else 0.0
     shown_new = f"{now:.1f} tok/s" if new_rounds else "no rounds"
     threshold = thresholds.max_tokens_per_s_regression
-    if base <= 0:
-        return GateCheck(
-            "tokens_per_s", False, "0.0 tok/s", shown_new, "", "baseline measured no tokens"
-        )
-    allowed = max(threshold, band)
-    source = "noise band" if band > threshold else "threshold"
-    other = f"threshold {threshold:.1%}" if band > threshold else f"noise band {band:.1%}"
+    rounds = f"rounds (tok/s): baseline {_listed(base_rounds)}; new {_listed(new_rounds)}"
+    if base <= 0 or not new_rounds:
+        why = "baseline measured no tokens" if base <= 0 else "the new server measured no rounds"
+        shown_base = f"{base:.1f} tok/s"
+        return GateCheck("tokens_per_s", Verdict.NO_DATA, shown_base, shown_new, "", why)
     regression = 1 - now / base
-    limit = f">= {base * (1 - allowed):.1f} tok/s (-{threshold:.0%}; noise band {band:.1%})"
-    detail = (
-        f"tokens/s {base:.1f} -> {now:.1f} ({-regression:+.1%}), allowed -{allowed:.1%} "
-        f"({source}; {other})\n"
-        f"rounds (tok/s): baseline {_listed(base_rounds)}; new {_listed(new_rounds)}"
+    verdict = judge_drop(regression, threshold, band)
+    limit = f">= {base * (1 - threshold):.1f} tok/s (-{threshold:.0%}; noise band {band:.1%})"
+    head = f"tokens/s {base:.1f} -> {now:.1f} ({-regression:+.1%})"
+    if verdict == Verdict.INCONCLUSIVE:
+        line = (
+            f"{head}: inconclusive: noise band {band:.1%} > threshold {threshold:.1%} "
+            f"(passes down to -{threshold:.1%}, fails past -{band:.1%})"
+        )
+    elif verdict == Verdict.FAIL and band > threshold:
+        line = f"{head}, past the noise band -{band:.1%} (threshold {threshold:.1%})"
+    else:
+        line = f"{head}, allowed -{threshold:.1%} (threshold; noise band {band:.1%})"
+    return GateCheck(
+        "tokens_per_s", verdict, f"{base:.1f} tok/s", shown_new, limit, f"{line}\n{rounds}"
     )
-    passed = regression <= allowed + _SLACK
-    return GateCheck("tokens_per_s", passed, f"{base:.1f} tok/s", shown_new, limit, detail)
 
 
 def _accept_length(
@@ -196,13 +238,13 @@ def _accept_length(
     shown_base, shown_new = _shown_accept(baseline.replay), _shown_accept(new.replay)
     minimum = thresholds.min_accept_length_ratio
     if base <= 0:
-        detail = f"skipped: the baseline's accept length is {base:g} (no ratio)"
-        return GateCheck("accept_length_ratio", True, shown_base, shown_new, "", detail)
+        detail = f"no data: the baseline's accept length is {base:g} (no ratio)"
+        return GateCheck("accept_length_ratio", Verdict.NO_DATA, shown_base, shown_new, "", detail)
     ratio = now / base
     limit = f">= {minimum:g}x baseline (>= {base * minimum:.2f})"
     detail = f"accept length {base:.2f} -> {now:.2f} (ratio {ratio:.3f}, >= {minimum:g} required)"
-    passed = ratio >= minimum - _SLACK
-    return GateCheck("accept_length_ratio", passed, shown_base, shown_new, limit, detail)
+    verdict = _holds(ratio >= minimum - SLACK)
+    return GateCheck("accept_length_ratio", verdict, shown_base, shown_new, limit, detail)
 
 
 def _shown_accept(replay: ReplayStats) -> str:
@@ -219,7 +261,10 @@ def _greedy(baseline: GateMeasurement, new: GateMeasurement, thresholds: Thresho
     detail = f"{summary}; {verdict.first_difference}" if verdict.first_difference else summary
     shown_base = f"{len(baseline.replay.outputs)} prompts"
     shown_new = f"{verdict.matched}/{verdict.total} match"
-    return GateCheck("greedy_match", verdict.passed, shown_base, shown_new, verdict.limit, detail)
+    held = Verdict.NO_DATA if verdict.total == 0 else _holds(verdict.passed)
+    if held == Verdict.NO_DATA:
+        detail = "no data: neither replay has outputs to compare"
+    return GateCheck("greedy_match", held, shown_base, shown_new, verdict.limit, detail)
 
 
 def _error_rate(
@@ -234,9 +279,11 @@ def _error_rate(
     if first:
         detail += f"; first: {first}"
     shown_base = _shown_rate(base_errors, base_requests)
-    passed = rate <= maximum + _SLACK
+    verdict = _holds(rate <= maximum + SLACK) if requests else Verdict.NO_DATA
+    if not requests:
+        detail = "no data: the new server was sent no requests"
     shown_new = _shown_rate(errors, requests)
-    return GateCheck("error_rate", passed, shown_base, shown_new, f"<= {maximum:.1%}", detail)
+    return GateCheck("error_rate", verdict, shown_base, shown_new, f"<= {maximum:.1%}", detail)
 
 
 def _errors(measurement: GateMeasurement) -> tuple[int, int, str | None]:
@@ -261,16 +308,21 @@ def _p95_latency(
     base, now = p95(baseline.replay.latencies_s), p95(new.replay.latencies_s)
     shown_base = f"{base:.3f} s" if base is not None else ""
     shown_new = f"{now:.3f} s" if now is not None else ""
-    maximum = thresholds.max_p95_latency_ratio * (1 + band)
-    limit = f"<= x{maximum:.2f} ({thresholds.max_p95_latency_ratio:g} x (1 + band {band:.1%}))"
+    maximum = thresholds.max_p95_latency_ratio
+    wide = maximum * (1 + band)
+    limit = f"<= x{maximum:.2f} (inconclusive to x{wide:.2f}: noise band {band:.1%})"
     if base is None or now is None or base <= 0:
         side = "the baseline" if base is None or base <= 0 else "the new server"
-        detail = f"skipped: {side} measured no replay latencies"
-        return GateCheck("p95_latency_ratio", True, shown_base, shown_new, limit, detail)
+        detail = f"no data: {side} measured no replay latencies"
+        return GateCheck("p95_latency_ratio", Verdict.NO_DATA, shown_base, shown_new, limit, detail)
     ratio = now / base
+    verdict = judge_ratio(ratio, maximum, band)
     detail = f"p95 latency {base:.3f} s -> {now:.3f} s (x{ratio:.2f}, <= x{maximum:.2f} allowed)"
-    passed = ratio <= maximum + _SLACK
-    return GateCheck("p95_latency_ratio", passed, shown_base, shown_new, limit, detail)
+    if verdict == Verdict.INCONCLUSIVE:
+        detail += f": inconclusive: within the noise band {band:.1%} (fails past x{wide:.2f})"
+    elif verdict == Verdict.FAIL and band > 0:
+        detail += f", past x{wide:.2f} with the noise band {band:.1%}"
+    return GateCheck("p95_latency_ratio", verdict, shown_base, shown_new, limit, detail)
 
 
 def _health(load: LoadStats) -> GateCheck:
@@ -281,8 +333,10 @@ def _health(load: LoadStats) -> GateCheck:
         detail += f"; first: {load.first_health_failure}"
     if load.stopped_early:
         detail = f"load stopped early: {load.stopped_early}; {detail}"
-    passed = load.health_failures == 0 and not load.stopped_early
-    return GateCheck("health", passed, "", shown, "0 failed polls, load run to plan", detail)
+    verdict = _holds(load.health_failures == 0 and not load.stopped_early)
+    if verdict == Verdict.PASS and load.health_polls == 0:
+        verdict, detail = Verdict.NO_DATA, "no data: no health poll was made during the load"
+    return GateCheck("health", verdict, "", shown, "0 failed polls, load run to plan", detail)
 
 
 def _metrics(baseline: GateMeasurement, new: GateMeasurement, rule: str) -> GateCheck:
@@ -291,13 +345,22 @@ def _metrics(baseline: GateMeasurement, new: GateMeasurement, rule: str) -> Gate
     try:
         parsed = parse_rule(rule)
     except ValueError as error:
-        return GateCheck(name, False, "", "", "", str(error))
+        return GateCheck(name, Verdict.FAIL, "", "", "", str(error))
     passed, detail = evaluate(parsed, new.metrics_before, new.metrics_after, new.metrics_error)
+    text_missing = new.metrics_after is None or (
+        parsed.fn == "delta" and new.metrics_before is None
+    )
+    verdict = Verdict.NO_DATA if text_missing else _holds(passed)
     base, _ = measure(parsed, baseline.metrics_before, baseline.metrics_after)
     now, _ = measure(parsed, new.metrics_before, new.metrics_after)
     shown_base = format_number(base) if base is not None else ""
     shown_new = format_number(now) if now is not None else "missing"
-    return GateCheck(name, passed, shown_base, shown_new, parsed.requirement, detail)
+    return GateCheck(name, verdict, shown_base, shown_new, parsed.requirement, detail)
+
+
+def _holds(held: bool) -> Verdict:
+    """PASS when a rule over measured data held, else FAIL."""
+    return Verdict.PASS if held else Verdict.FAIL
 
 
 def _listed(values: list[float]) -> str:

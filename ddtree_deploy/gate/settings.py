@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ddtree_deploy.gate.verdict import Action
 
 # observe: every check of full, measured and reported, but a push never rolls back on a
 # failed one (the report says what would have failed); the `gate` command runs it as full.
 GateMode = Literal["off", "quick", "full", "observe"]
+# What an INCONCLUSIVE or NO_DATA check does (verdict.py): let the run go on, fail it, or
+# stop it for a person (exit 3; a push rolls back and says so).
+VerdictAction = Literal["pass", "fail", "needs_human"]
 
 # One metrics rule: `NAME{label="v",...} OP NUMBER` or `delta(NAME{...}) OP NUMBER`, where
 # delta is the change over the gate's run (after minus before); samples matching the name
@@ -64,13 +69,14 @@ class GateConfig(BaseModel):
         default=None, gt=0, description="A request slower than this is an error."
     )
     retries: int | None = Field(
-        default=None, ge=0, description="Re-measures a failed speed check gets."
+        default=None, ge=0, description="Re-measures a failed (or inconclusive) speed check gets."
     )
     max_tokens_per_s_regression: float | None = Field(
         default=None,
         ge=0,
         lt=1,
-        description="Largest fall of median tokens/s, or the baseline's noise band if wider.",
+        description="Largest fall of median tokens/s (a fall inside a wider noise band: "
+        "inconclusive).",
     )
     min_accept_length_ratio: float | None = Field(
         default=None, ge=0, description="Lowest new / old accept length (plain decoding: 1.0)."
@@ -85,7 +91,17 @@ class GateConfig(BaseModel):
     max_p95_latency_ratio: float | None = Field(
         default=None,
         ge=1,
-        description="Largest replay p95 latency, new / old (x the noise band).",
+        description="Largest replay p95 latency, new / old (to x (1 + noise band): inconclusive).",
+    )
+    on_inconclusive: VerdictAction | None = Field(
+        default=None,
+        description="A change inside the noise band but past the threshold: pass, fail or "
+        "needs_human (exit 3).",
+    )
+    on_no_data: VerdictAction | None = Field(
+        default=None,
+        description="A check with nothing to compare (no tokens, latencies, requests, "
+        "/metrics text): pass, fail or needs_human.",
     )
     metrics: list[str] | None = Field(
         default=None,
@@ -133,7 +149,8 @@ class GateConfig(BaseModel):
 
 @dataclass(frozen=True)
 class Thresholds:
-    """What the new server must hold against its baseline (see compare.py)."""
+    """What the new server must hold against its baseline (see compare.py), and what an
+    INCONCLUSIVE or NO_DATA check does (verdict.py)."""
 
     max_tokens_per_s_regression: float = 0.05
     min_accept_length_ratio: float = 0.95
@@ -141,6 +158,9 @@ class Thresholds:
     max_error_rate: float = 0.0
     max_p95_latency_ratio: float = 1.5
     metrics: tuple[str, ...] = ()
+    # Argo Rollouts: an Inconclusive run pauses for a person, an Error is never a success
+    on_inconclusive: Action = Action.NEEDS_HUMAN
+    on_no_data: Action = Action.FAIL
 
 
 @dataclass(frozen=True)
@@ -200,9 +220,10 @@ def resolve(
     """
     chosen: GateMode = mode or config.mode or "full"
     values = config.model_dump(exclude_none=True)
-    thresholds = Thresholds(
-        **{k: values[k] for k in _THRESHOLD_KEYS if k in values},
-        metrics=tuple(config.metrics or ()),
-    )
+    chosen_limits: dict[str, Any] = {k: values[k] for k in _THRESHOLD_KEYS if k in values}
+    for key in ("on_inconclusive", "on_no_data"):
+        if key in values:
+            chosen_limits[key] = Action(values[key])
+    thresholds = Thresholds(**chosen_limits, metrics=tuple(config.metrics or ()))
     measure = {k: values[k] for k in _MEASURE_KEYS if k in values}
     return GateSettings(mode=chosen, prompts=prompts, thresholds=thresholds, **measure)

@@ -17,7 +17,7 @@ from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
 from ddtree_deploy.events import Stage
-from ddtree_deploy.gate.compare import compare, describe_failures
+from ddtree_deploy.gate.compare import compare, describe_failures, describe_undecided
 from ddtree_deploy.gate.settings import GateMode
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
@@ -54,7 +54,8 @@ def read_baseline(path: Path, host: str) -> GateMeasurement:
 
 def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions) -> HostResult:
     """Measure the host's server now and compare with its baseline: OK, FAILED (a check
-    failed, exit 1), REFUSED (no baseline, no prompts: exit 2)."""
+    failed, exit 1), REFUSED (no baseline, no prompts: exit 2), NEEDS_ATTENTION (a check
+    whose verdict a person must make, e.g. inconclusive: exit 3)."""
     host = run.host
     try:
         baseline = read_baseline(opts.baseline, host.name) if opts.baseline else None
@@ -122,5 +123,10 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
         return run.result(
             Outcome.FAILED, f"gate failed against {origin}: {broken}", details=details
         )
+    undecided = describe_undecided(checks)
+    if undecided:
+        run.recorder.fail(Stage.CANARY, f"gate needs a human: {undecided}")
+        message = f"gate needs a human against {origin}: {undecided}"
+        return run.result(Outcome.NEEDS_ATTENTION, message, details=details)
     run.recorder.ok(Stage.CANARY, describe_measurement(measured))
     return run.result(Outcome.OK, f"as good as its baseline ({origin})", details=details)

@@ -20,8 +20,9 @@ from typing import Any
 from ddtree_deploy.agent.host.ops_gate import op_gate_measure
 from ddtree_deploy.agent.host.wire import OpFailed
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
-from ddtree_deploy.gate.compare import GateCheck, compare, describe_failures
+from ddtree_deploy.gate.compare import GateCheck, compare, describe_failures, describe_undecided
 from ddtree_deploy.gate.settings import GateConfig, GateMode, GateSettings, resolve
+from ddtree_deploy.gate.verdict import ACTION_RANK
 from ddtree_deploy.pipeline.gate import read_baseline
 from ddtree_deploy.pipeline.push_gate import SPEED_CHECKS, describe_measurement, unusable
 from ddtree_deploy.stages import PreparedPatchset
@@ -30,13 +31,15 @@ from ddtree_deploy.stages.gate_plan import gate_args
 
 @dataclass(frozen=True)
 class UrlGateResult:
-    """The verdict: ok (all checks passed), refused (bad input: exit 2), the message and
-    the checks (JSON-ready)."""
+    """The verdict: ok (all checks passed), refused (bad input: exit 2), needs_human (no
+    check failed, but one's verdict is a person's to make: exit 3), the message and the
+    checks (JSON-ready)."""
 
     ok: bool
     refused: bool
     message: str
     details: dict[str, Any]
+    needs_human: bool = False
 
 
 def plan_url_gate(
@@ -74,7 +77,8 @@ def _recheck(
     checks: list[GateCheck],
     api_key_env: str | None,
 ) -> list[GateCheck]:
-    """Re-measure (replay only) while only speed checks fail; keep each that passes."""
+    """Re-measure (replay only) while only speed checks fail (or need a human); keep each
+    attempt that does better (passes, or is inconclusive where it failed)."""
     for attempt in range(2, settings.retries + 2):
         failed = {c.name for c in checks if not c.passed}
         if not failed or not failed <= SPEED_CHECKS:
@@ -87,7 +91,12 @@ def _recheck(
                 settings.thresholds,
             )
         }
-        checks = [again[c.name] if c.name in failed and again[c.name].passed else c for c in checks]
+        checks = [
+            again[c.name]
+            if c.name in failed and ACTION_RANK[again[c.name].action] > ACTION_RANK[c.action]
+            else c
+            for c in checks
+        ]
     return checks
 
 
@@ -134,6 +143,10 @@ def gate_url(
         return UrlGateResult(
             False, False, f"gate failed against {baseline_path}: {broken}", details
         )
+    undecided = describe_undecided(checks)
+    if undecided:
+        message = f"gate needs a human against {baseline_path}: {undecided}"
+        return UrlGateResult(False, False, message, details, needs_human=True)
     return UrlGateResult(True, False, f"{url} is as good as {baseline_path}", details)
 
 

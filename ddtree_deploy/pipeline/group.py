@@ -254,7 +254,9 @@ class Members:
             if change.gate is not None:
                 gate: PushGate = change.gate
                 results[-1] = dataclasses.replace(
-                    results[-1], details={**results[-1].details, "gate": gate.details()}
+                    results[-1],
+                    outcome=gate.escalate(results[-1].outcome),
+                    details={**results[-1].details, "gate": gate.details()},
                 )
         return results
 

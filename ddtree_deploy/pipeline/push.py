@@ -11,7 +11,7 @@ from typing import Any
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
-from ddtree_deploy.errors import TransportError
+from ddtree_deploy.errors import ConfigError, TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
 from ddtree_deploy.pipeline.push_gate import PushGate
@@ -22,6 +22,7 @@ from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.gate_plan import plan_gate
+from ddtree_deploy.stages.prepared import check_smoke_sources
 from ddtree_deploy.stages.smoke_results import (
     describe_smoke_failure,
     describe_suite,
@@ -100,11 +101,13 @@ def begin_push(
     run: HostRun, prepared: PreparedPatchset, opts: PushOptions
 ) -> PushSteps | HostResult:
     """The push's preflight (facts, plan, lock): the push's steps once it passed, else how
-    the host ends (nothing changed)."""
+    the host ends (nothing changed; REFUSED for bad input, e.g. a suite without a source)."""
     try:
         serve = ops.plan_serve_file(run.host, prepared)
         gate = plan_gate(run.host, prepared, opts.gate_mode)
-    except ValueError as exc:
+        named = (*prepared.suites, *prepared.after_restart)
+        check_smoke_sources(named, opts.smoke_sources or {}, prepared.ref)
+    except (ValueError, ConfigError) as exc:
         return run.result(Outcome.REFUSED, str(exc))
     if serve is not None:
         run.recorder.info(Stage.PREFLIGHT, f"serve flags: {serve.describe()}")
@@ -326,6 +329,7 @@ def _rollback(
         why = traffic.after_rollback(healthy=outcome == Outcome.ROLLED_BACK)
         if why is not None:
             outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {why}"
+    outcome = gate.escalate(outcome) if gate is not None else outcome  # a person decides
     return dataclasses.replace(result, outcome=outcome, details=details, message=message)
 
 

@@ -17,10 +17,13 @@ from ddtree_deploy.gate.compare import (
     accept_length,
     compare,
     describe_failures,
+    describe_undecided,
     round_throughputs,
 )
 from ddtree_deploy.gate.settings import GateSettings
+from ddtree_deploy.gate.verdict import ACTION_RANK
 from ddtree_deploy.pipeline.context import HostRun
+from ddtree_deploy.results import Outcome
 from ddtree_deploy.stages.gate_plan import backup_file, gate_op
 
 # What a rollback's replay must show again: the old server's speed, outputs and health.
@@ -75,6 +78,9 @@ class PushGate:
     checks: list[GateCheck] = field(default_factory=list)
     # observe mode: the checks that failed and would have rolled the push back
     would_fail: list[str] = field(default_factory=list)
+    # the canary stopped the push for a person (a check's action needs_human): its rollback
+    # ends NEEDS_ATTENTION (exit 3), not ROLLED_BACK (escalate)
+    needs_human: bool = False
 
     def judge_baseline(self, response: AgentResponse) -> str | None:
         """End the baseline stage: None when the old server gave a usable baseline, else
@@ -99,7 +105,8 @@ class PushGate:
 
     def judge_canary(self, response: AgentResponse) -> str | None:
         """End the canary stage: every check as an info event, then ok or fail; returns the
-        failed checks (`gate.<name>: why; ...`) or None."""
+        checks that stop the push (`gate.<name>: why; ...`: failed, or needing a human) or
+        None."""
         measured = response.result_as("gate_measure", GateMeasurement)
         if measured is None:
             return None
@@ -110,15 +117,16 @@ class PushGate:
         checks = compare(self.baseline, measured, self.settings.thresholds)
         checks = recheck_speed(self.run, self.settings, self.baseline, checks, Stage.CANARY)
         self.checks = report_checks(self.run, Stage.CANARY, checks)
-        failed = describe_failures(self.checks)
+        failed = _stopping(self.checks)
         if failed and not self.settings.enforced:
             names = [c.name for c in self.checks if not c.passed]
-            self.observe(Stage.CANARY, f"gate failed: {failed}", names)
+            self.observe(Stage.CANARY, f"gate {failed}", names)
             self.run.recorder.ok(Stage.CANARY, describe_measurement(measured), data=_data(measured))
             return None
         if failed:
-            self.run.recorder.fail(Stage.CANARY, f"gate failed: {failed}", data=_data(measured))
-            return f"gate failed: {failed}"
+            self.needs_human = not describe_failures(self.checks)
+            self.run.recorder.fail(Stage.CANARY, f"gate {failed}", data=_data(measured))
+            return f"gate {failed}"
         self.run.recorder.ok(Stage.CANARY, describe_measurement(measured), data=_data(measured))
         return None
 
@@ -144,8 +152,15 @@ class PushGate:
         checks = compare(self.baseline, measured, self.settings.thresholds, only=ROLLBACK_CHECKS)
         checks = recheck_speed(self.run, self.settings, self.baseline, checks, Stage.ROLLBACK)
         self.checks += report_checks(self.run, Stage.ROLLBACK, checks, prefix="rollback.")
-        broken = describe_failures(checks)
+        broken = describe_failures(checks) or describe_undecided(checks)
         return f"the old server is not back at its baseline: {broken}" if broken else None
+
+    def escalate(self, outcome: Outcome) -> Outcome:
+        """The push's outcome after its rollback: NEEDS_ATTENTION (exit 3) instead of
+        ROLLED_BACK when the canary's verdict was one a person must make."""
+        if self.needs_human and outcome == Outcome.ROLLED_BACK:
+            return Outcome.NEEDS_ATTENTION
+        return outcome
 
     def details(self) -> dict[str, Any]:
         """What a host result carries: the baseline's line and every check (JUnit cases)."""
@@ -187,7 +202,7 @@ def recheck_speed(
     real regression does (the detail lists every attempt). Correctness checks (greedy
     output, errors, accept length, health, metrics) are judged once: they are not noise.
     """
-    failed = {c.name for c in checks if not c.passed}
+    failed = {c.name for c in checks if not c.passed}  # failed, or needs a human
     if not failed or not failed <= SPEED_CHECKS:
         return checks
     tries: dict[str, list[str]] = {name: [] for name in failed}
@@ -208,6 +223,8 @@ def recheck_speed(
             if again[name].passed:
                 by_name[name] = replace(again[name], detail=_with_tries(again[name], tries[name]))
                 del tries[name]
+            elif ACTION_RANK[again[name].action] > ACTION_RANK[by_name[name].action]:
+                by_name[name] = again[name]  # inconclusive beats failed: the best one stands
         if not tries:
             break
     for name, lines in tries.items():
@@ -228,12 +245,22 @@ def report_checks(
     `prefix` (the rollback's confirmation: `rollback.tokens_per_s`)."""
     named = [replace(c, name=prefix + c.name) for c in checks]
     for check in named:
-        verdict = "ok" if check.passed else "FAILED"
+        shown = {"PASS": "ok", "FAIL": "FAILED"}
+        verdict = shown.get(check.verdict) or f"{check.verdict} ({check.action})"
         first = check.detail.splitlines()[0] if check.detail else ""
         run.recorder.info(
             stage, f"gate.{check.name} {verdict}: {first}", data={"gate": check.to_dict()}
         )
     return named
+
+
+def _stopping(checks: list[GateCheck]) -> str:
+    """What in `checks` stops a push: "failed: ..." (and the undecided after them), or
+    "needs a human: ..." when none failed outright; "" when nothing stops it."""
+    failed, undecided = describe_failures(checks), describe_undecided(checks)
+    if failed:
+        return f"failed: {failed}" + (f"; needs a human: {undecided}" if undecided else "")
+    return f"needs a human: {undecided}" if undecided else ""
 
 
 def _data(m: GateMeasurement) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from ddtree_deploy.report.clean import clean_text, plain
+from ddtree_deploy.report.gate_verdict import verdict_words
 from ddtree_deploy.results import HostResult, Outcome
 
 # The Rich style of each outcome, wherever an outcome is shown to people.
@@ -111,9 +112,8 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
             "| --- | --- | ---: | ---: | --- | --- |",
         ]
         for host, c, observed in checks:
-            verdict = "passed" if c.get("passed") else "**FAILED**"
-            if observed and not c.get("passed"):
-                verdict += " (observe: not rolled back)"
+            words = verdict_words(c, observed)
+            verdict = words if c.get("passed") else f"**{words}**"
             cells = [
                 host,
                 f"gate.{c.get('name')}",

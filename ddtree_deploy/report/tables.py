@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from ddtree_deploy.report.clean import plain
+from ddtree_deploy.report.gate_verdict import verdict_style, verdict_words
 from ddtree_deploy.report.summary import OUTCOME_STYLE
 from ddtree_deploy.results import HostResult
 
@@ -223,15 +224,7 @@ def gate_table(results: list[HostResult]) -> Table | None:
                 _plain(str(c.get("baseline") or "-")),
                 _plain(str(c.get("new") or "-")),
                 _plain(str(c.get("limit") or "-")),
-                _verdict(bool(c.get("passed")), gate_observed(r)),
+                f"[{verdict_style(c)}]{_plain(verdict_words(c, gate_observed(r)))}[/]",
                 _plain(first[0][:300] if first else ""),
             )
     return table
-
-
-def _verdict(passed: bool, observed: bool) -> str:
-    """A gate check's result cell: passed, FAILED, or in observe mode FAILED (observe: not
-    rolled back)."""
-    if passed:
-        return "[green]passed[/]"
-    return "[red]FAILED[/] (observe: not rolled back)" if observed else "[red]FAILED[/]"

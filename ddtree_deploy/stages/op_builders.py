@@ -14,7 +14,7 @@ from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.host import wire
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.inventory.service import ServiceSpec
-from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
+from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset, check_smoke_sources
 from ddtree_deploy.stages.serve_file import ServeFile, render_serve_file
 
 RECORD_DIR = "references"  # under the host's state dir: references recorded before restarts
@@ -216,8 +216,9 @@ def smoke_op(
     host's python, each for at most `timeout_s` seconds.
 
     sources: {suite name: script source} plus {"helper.py": source} support modules shipped
-    beside them. mode: "verify" (check the running server) or "record" (the `server` suite
-    records the target's greedy reference from the server still running before a restart).
+    beside them; a name in `names` without a source raises ConfigError. mode: "verify"
+    (check the running server) or "record" (the `server` suite records the target's greedy
+    reference from the server still running before a restart).
     """
     common = {
         "package": prepared.package,
@@ -236,6 +237,7 @@ def smoke_op(
             "lossless": lossless_options(host, prepared, mode),
         },
     }
+    check_smoke_sources(names or (), sources, prepared.ref)
     suites = [
         wire.SmokeSuite(name=name, source=src, input=common | {"suite": name}, timeout_s=timeout_s)
         for name, src in sources.items()

@@ -197,3 +197,16 @@ def load_smoke_sources(
             raise ConfigError(f"{smoke_dir}: unknown smoke suite {name!r} (known: {known})")
         sources[name] = script.read_text(encoding="utf-8")
     return sources
+
+
+def check_smoke_sources(names: Sequence[str], sources: dict[str, str], named_by: str) -> None:
+    """Raise ConfigError naming the first suite of `names` that has no script in `sources`
+    (suite name -> source, as load_smoke_sources returns); `named_by`: who named it (a
+    patchset ref). A named suite is never dropped in silence: it would pass unrun."""
+    for name in names:
+        if name not in sources:
+            loaded = sorted(n for n in sources if not n.endswith(".py"))
+            raise ConfigError(
+                f"{named_by}: smoke suite {name!r} has no source (loaded suites: {loaded}); "
+                "load it with load_smoke_sources"
+            )

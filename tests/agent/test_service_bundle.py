@@ -15,6 +15,7 @@ import pytest
 
 from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import SmokeResult
+from ddtree_deploy.errors import ConfigError
 from ddtree_deploy.inventory.models import Host
 from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.stages import op_builders as ops
@@ -168,6 +169,18 @@ SUITES = {
     "skips": f"import json, os\n{RESULT}(json.dumps({{'passed': False, 'skipped': True}}))\n",
     "helper.py": "OK = True\n",
 }
+
+
+def test_an_empty_smoke_request_fails_and_a_suite_without_a_source_is_a_config_error(fake_host):
+    """Review 3 finding 6: a smoke op with no suite passed, checking nothing. The agent fails
+    it; the controller refuses to build one that drops a named suite."""
+    host = Host(name="x", address="local")
+    helpers_only = {"helper.py": "OK = True\n"}
+    empty = fake_host.call_ops(ops.smoke_op(host, None, prepared(), helpers_only, 30))
+    assert empty.failed is not None and empty.failed.code == Code.SMOKE_FAILED
+    assert "no suites to run" in empty.failed.error
+    with pytest.raises(ConfigError, match="smoke suite 'missing' has no source"):
+        ops.smoke_op(host, None, prepared(), SUITES, 30, ["passes", "missing"])
 
 
 def test_smoke_runs_each_suite_and_names_what_failed(fake_host):

@@ -10,10 +10,12 @@ from ddtree_deploy.gate.compare import (
     accept_length,
     compare,
     describe_failures,
+    describe_undecided,
     p95,
     round_throughputs,
 )
 from ddtree_deploy.gate.settings import Thresholds
+from ddtree_deploy.gate.verdict import Action, Verdict
 
 OUTPUTS = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
 METRICS = """\
@@ -81,7 +83,10 @@ def measured(
 
 
 def check(name: str, baseline: GateMeasurement, new: GateMeasurement, **limits) -> GateCheck:
-    """The one check `name` of compare()."""
+    """The one check `name` of compare() (on_inconclusive / on_no_data: Action values)."""
+    for key in ("on_inconclusive", "on_no_data"):
+        if key in limits:
+            limits[key] = Action(limits[key])
     [found] = compare(baseline, new, Thresholds(**limits), only=frozenset({name}))
     return found
 
@@ -146,50 +151,67 @@ def test_tokens_per_s_uses_medians_of_the_rounds():
     )
 
 
-def test_a_noisy_baseline_widens_the_tolerance():
+def test_a_change_inside_a_noisy_baseline_band_is_inconclusive_not_a_pass():
+    """Review 3 finding 7: a band of 20% cannot resolve a 5% threshold; a -15% change
+    inside it is INCONCLUSIVE (today's code passed it), and by default needs a human."""
     noisy = measured((90.0, 100.0, 110.0))  # band (110 - 90) / 100 = 20%
     found = check("tokens_per_s", noisy, measured((85.0,)))
-    assert found.passed
-    assert found.limit == ">= 80.0 tok/s (-5%; noise band 20.0%)"
+    assert found.verdict == Verdict.INCONCLUSIVE and not found.passed and found.needs_human
+    assert found.limit == ">= 95.0 tok/s (-5%; noise band 20.0%)"
     assert first_line(found) == (
-        "tokens/s 100.0 -> 85.0 (-15.0%), allowed -20.0% (noise band; threshold 5.0%)"
+        "tokens/s 100.0 -> 85.0 (-15.0%): inconclusive: noise band 20.0% > threshold 5.0% "
+        "(passes down to -5.0%, fails past -20.0%)"
     )
-    assert not check("tokens_per_s", measured((100.0,)), measured((85.0,))).passed
+    assert check("tokens_per_s", noisy, measured((96.0,))).verdict == Verdict.PASS
+    assert check("tokens_per_s", measured((100.0,)), measured((85.0,))).verdict == Verdict.FAIL
 
 
-def test_a_noisy_new_measurement_widens_it_too():
+@pytest.mark.parametrize(
+    "action, passed, needs_human",
+    [(Action.PASS, True, False), (Action.FAIL, False, False), (Action.NEEDS_HUMAN, False, True)],
+)
+def test_on_inconclusive_says_what_an_inconclusive_check_does(action, passed, needs_human):
+    noisy = measured((90.0, 100.0, 110.0))
+    found = check("tokens_per_s", noisy, measured((85.0,)), on_inconclusive=action)
+    assert found.verdict == Verdict.INCONCLUSIVE and found.action == action
+    assert (found.passed, found.needs_human) == (passed, needs_human)
+
+
+def test_a_noisy_new_measurement_makes_it_inconclusive_too():
     """Rounds of the new server spread 20% (another host's load on the same CPU): the same
-    15% drop is within what this pair can resolve; a steady 15% drop is not."""
+    15% drop cannot be told from noise; a steady 15% drop can."""
     steady = measured((100.0, 100.0, 100.0))
-    assert check("tokens_per_s", steady, measured((75.0, 85.0, 95.0))).passed
-    assert not check("tokens_per_s", steady, measured((85.0, 85.0, 85.0))).passed
+    assert check("tokens_per_s", steady, measured((75.0, 85.0, 95.0))).verdict == (
+        Verdict.INCONCLUSIVE
+    )
+    assert check("tokens_per_s", steady, measured((85.0, 85.0, 85.0))).verdict == Verdict.FAIL
 
 
 def test_a_2x_slowdown_fails_through_a_20_percent_band():
     found = check("tokens_per_s", measured((90.0, 100.0, 110.0)), measured((50.0, 50.0, 50.0)))
-    assert not found.passed
-    assert "(-50.0%), allowed -20.0% (noise band" in first_line(found)
+    assert found.verdict == Verdict.FAIL and not found.passed
+    assert "(-50.0%), past the noise band -20.0% (threshold 5.0%)" in first_line(found)
 
 
 def test_the_noise_band_is_capped_at_half():
     wild = measured((20.0, 100.0, 180.0))  # spread 160%
     found = check("tokens_per_s", wild, measured((40.0,)))
-    assert not found.passed
-    assert found.limit == ">= 50.0 tok/s (-5%; noise band 50.0%)"
-    assert "allowed -50.0% (noise band" in first_line(found)
-    assert check("tokens_per_s", wild, measured((50.0,))).passed
+    assert found.verdict == Verdict.FAIL
+    assert found.limit == ">= 95.0 tok/s (-5%; noise band 50.0%)"
+    assert "past the noise band -50.0%" in first_line(found)
+    assert check("tokens_per_s", wild, measured((50.0,))).verdict == Verdict.INCONCLUSIVE
 
 
-def test_a_baseline_without_tokens_fails():
+def test_a_baseline_without_tokens_is_no_data():
     found = check("tokens_per_s", measured((0.0, 0.0)), measured((100.0,)))
-    assert not found.passed
+    assert found.verdict == Verdict.NO_DATA and not found.passed  # default on_no_data: fail
     assert found.detail == "baseline measured no tokens"
-    assert not check("tokens_per_s", measured(()), measured((100.0,))).passed
+    assert check("tokens_per_s", measured(()), measured((100.0,))).verdict == Verdict.NO_DATA
 
 
-def test_a_new_server_without_rounds_fails():
+def test_a_new_server_without_rounds_is_no_data():
     found = check("tokens_per_s", measured((100.0,)), measured(()))
-    assert not found.passed
+    assert found.verdict == Verdict.NO_DATA and not found.passed
     assert found.new == "no rounds"
 
 
@@ -348,20 +370,44 @@ def test_p95_latency_ratio_passes_and_fails():
     assert "(x2.00, <= x1.50 allowed)" in first_line(slow)
 
 
-def test_p95_latency_ratio_is_widened_by_the_noise_band():
+def test_p95_latency_ratio_inside_the_noise_band_is_inconclusive():
     base = measured((90.0, 100.0, 110.0), latencies_s=[0.2])
     found = check("p95_latency_ratio", base, measured(latencies_s=[0.35]))
-    assert found.passed  # 1.75 <= 1.5 x 1.2
-    assert found.limit == "<= x1.80 (1.5 x (1 + band 20.0%))"
+    assert found.verdict == Verdict.INCONCLUSIVE  # 1.5 < 1.75 <= 1.5 x 1.2 (passed before)
+    assert found.limit == "<= x1.50 (inconclusive to x1.80: noise band 20.0%)"
+    assert first_line(found).endswith("(fails past x1.80)")
+    assert check("p95_latency_ratio", base, measured(latencies_s=[0.3])).verdict == Verdict.PASS
+    slow = check("p95_latency_ratio", base, measured(latencies_s=[0.4]))
+    assert slow.verdict == Verdict.FAIL and "past x1.80 with the noise band" in first_line(slow)
 
 
-def test_p95_latency_ratio_is_skipped_without_latencies():
+def test_p95_latency_ratio_without_latencies_is_no_data_not_a_pass():
     found = check("p95_latency_ratio", measured(latencies_s=[]), measured())
-    assert found.passed
-    assert found.detail == "skipped: the baseline measured no replay latencies"
+    assert found.verdict == Verdict.NO_DATA and not found.passed
+    assert found.detail == "no data: the baseline measured no replay latencies"
     found = check("p95_latency_ratio", measured(), measured(latencies_s=[]))
-    assert found.passed
-    assert found.detail == "skipped: the new server measured no replay latencies"
+    assert found.verdict == Verdict.NO_DATA
+    assert found.detail == "no data: the new server measured no replay latencies"
+    let_pass = check("p95_latency_ratio", measured(), measured(latencies_s=[]), on_no_data="pass")
+    assert let_pass.verdict == Verdict.NO_DATA and let_pass.passed
+
+
+def test_missing_data_is_no_data_in_every_check():
+    """Review 3 finding 7: missing data passed (a zero baseline accept length, no requests,
+    no outputs, no health polls, no /metrics text); each is NO_DATA, failing by default."""
+    rule = "sglang:num_aborted_requests_total == 0"
+    cases = [
+        ("accept_length_ratio", measured(tokens=0), measured(), {}),
+        ("error_rate", measured(), measured(requests=0), {}),
+        ("greedy_match", measured(outputs=[]), measured(outputs=[]), {}),
+        ("health", measured(), measured(stress=load(health_polls=0)), {}),
+        (f"metrics: {rule}", measured(), measured(metrics_error="HTTP 404"), {"metrics": (rule,)}),
+    ]
+    for name, base, new, limits in cases:
+        found = check(name, base, new, **limits)
+        assert (found.verdict, found.action) == (Verdict.NO_DATA, Action.FAIL), (name, found)
+        found = check(name, base, new, on_no_data="needs_human", **limits)
+        assert found.needs_human, (name, found)
 
 
 # health
@@ -475,10 +521,23 @@ def test_describe_failures_joins_the_first_lines_of_failed_checks():
     )
 
 
+def test_describe_undecided_lists_the_checks_that_need_a_human():
+    noisy = measured((90.0, 100.0, 110.0), latencies_s=[0.2])
+    checks = compare(noisy, measured((85.0,), latencies_s=[0.2]), Thresholds())
+    assert describe_failures(checks) == ""
+    assert describe_undecided(checks).startswith(
+        "gate.tokens_per_s: tokens/s 100.0 -> 85.0 (-15.0%): inconclusive"
+    )
+    let_pass = Thresholds(on_inconclusive=Action.PASS)
+    assert describe_undecided(compare(noisy, measured((85.0,)), let_pass)) == ""
+
+
 def test_gate_check_to_dict():
     found = check("greedy_match", measured(), measured())
     assert found.to_dict() == {
         "name": "greedy_match",
+        "verdict": "PASS",
+        "action": "pass",
         "passed": True,
         "baseline": "4 prompts",
         "new": "4/4 match",

@@ -11,6 +11,7 @@ import pytest
 from ddtree_deploy.errors import InventoryError, PatchsetError
 from ddtree_deploy.gate.prompts import parse_prompts
 from ddtree_deploy.gate.settings import GateConfig, Thresholds, resolve
+from ddtree_deploy.gate.verdict import Action
 from ddtree_deploy.inventory.load import load_inventory, parse_inventory
 from ddtree_deploy.patchset import check_sources, load_patchset
 from ddtree_deploy.stages import prepare_patchset
@@ -46,6 +47,18 @@ def test_resolve_fills_the_built_in_defaults():
     assert resolve(GateConfig(), ({"text": "hi"},), "quick").loads is False
 
 
+def test_inconclusive_needs_a_human_and_no_data_fails_by_default_each_configurable():
+    assert (Thresholds().on_inconclusive, Thresholds().on_no_data) == (
+        Action.NEEDS_HUMAN,
+        Action.FAIL,
+    )
+    config = GateConfig(on_inconclusive="pass", on_no_data="needs_human")
+    thresholds = resolve(config, ({"text": "hi"},)).thresholds
+    assert (thresholds.on_inconclusive, thresholds.on_no_data) == (Action.PASS, Action.NEEDS_HUMAN)
+    host = host_of({"hosts": {"a": {"address": "x", "gate": {"on_inconclusive": "fail"}}}})
+    assert resolve(host.gate, ()).thresholds.on_inconclusive == Action.FAIL
+
+
 @pytest.mark.parametrize(
     "gate, said",
     [
@@ -56,6 +69,8 @@ def test_resolve_fills_the_built_in_defaults():
         ({"mode": "sometimes"}, "gate.mode"),
         ({"bake": 3}, "unknown key 'gate.bake'"),
         ({"concurrency": 0}, "gate.concurrency"),
+        ({"on_inconclusive": "shrug"}, "gate.on_inconclusive"),
+        ({"on_no_data": "ignore"}, "gate.on_no_data"),
     ],
 )
 def test_bad_gate_values_name_host_and_key(gate, said):

@@ -13,11 +13,13 @@ from ddtree_deploy.pipeline import PushOptions, push_host, recover_host, rollbac
 from ddtree_deploy.results import Outcome
 from ddtree_deploy.stages import prepare_patchset
 from tests.pipeline.fakehost import scene
+from tests.pipeline.test_push_logic import SUITE_SOURCES
 from tests.support import REPO
 
 DEPLOY = "20260101T000000Z-ddtree-1.0.0-aaaaaa"
 COMMITTED = {"deploys": [{"deploy_id": DEPLOY, "state": "committed", "patchset": "ddtree@1.0.0"}]}
 FILE = "sglang/srt/speculative/spec_info.py"
+OPTS = PushOptions(holder="t", smoke_sources=SUITE_SOURCES)
 PREPARED = functools.cache(lambda: prepare_patchset(load_patchset(REPO / "patchsets/ddtree/1.0.0")))
 DRIFT = [{"file": FILE, "expected_sha256": "a" * 64, "found_sha256": "b" * 64,
           "original_sha256": "c" * 64}]  # fmt: skip
@@ -86,7 +88,7 @@ def test_a_pushs_own_rollback_keeps_what_was_edited_mid_push_and_still_rolls_bac
     answer = OpResult(op="restore", ok=True, data={"files": {FILE: "restored"}, "drift": DRIFT,
                                                    "drift_saved": saved})  # fmt: skip
     s = scene(smoke="smoke_failed", restore=answer)
-    result = push_host(s.run, PREPARED(), PushOptions(holder="t", smoke_sources={"integrity": ""}))
+    result = push_host(s.run, PREPARED(), OPTS)
     assert result.outcome == Outcome.ROLLED_BACK
     assert result.message.endswith(f"; rolled back; hand-edited files saved in {saved}")
     (restore,) = [op for r in s.transport.requests for op in r.ops if op.op == "restore"]

@@ -39,9 +39,11 @@ def measurement(
     errors: int = 0,
     verify_ct: int = 0,
     load: dict[str, Any] | None = None,
+    rates: tuple[float, float, float] | None = None,
 ) -> dict[str, Any]:
-    """A gate_measure answer: 3 rounds of 64 tokens at `rate` tokens/s."""
+    """A gate_measure answer: 3 rounds of 64 tokens at `rate` tokens/s (or at `rates`)."""
     wall = 64 / rate
+    rounds = [{"tokens": 64, "wall_s": 64 / r} for r in rates or (rate, rate, rate)]
     return {
         "phase": phase,
         "at": "2026-11-30T00:00:00Z",
@@ -53,7 +55,7 @@ def measurement(
             "first_error": "POST http://127.0.0.1:30000/generate: HTTP 500" if errors else None,
             "tokens": 192,
             "verify_ct": verify_ct,
-            "rounds": [{"tokens": 64, "wall_s": wall}] * 3,
+            "rounds": rounds,
             "latencies_s": [wall / 2] * 6,
             "outputs": outputs if outputs is not None else [[7, 8, 9], [10, 11]],
         },
@@ -248,3 +250,59 @@ def test_correctness_failures_are_never_re_measured():
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
     assert s.fake.sent[-3:] == [GATE, ROLLBACK_RESTART, GATE]  # no retry: greedy failed too
+
+
+def test_an_inconclusive_canary_rolls_back_and_needs_a_human():
+    """Review 3 finding 7: the baseline's rounds spread 20%, the canary is 15% slower on
+    every replay: more than the 5% threshold, inside the band. Today's code passed it
+    (allowed = the band); it is INCONCLUSIVE, and by default a person decides: rolled back,
+    exit 3, the check and its verdict in the result."""
+    s = scene(
+        gate_host(),
+        gate_measure=[gated(measurement("baseline", rates=(90.0, 100.0, 110.0)))]
+        + [gated(measurement("after", 85.0))] * 3  # the first replay and both re-measures
+        + [gated(measurement("rollback", 100.0))],
+    )
+    result = push(s)
+    assert result.outcome == Outcome.NEEDS_ATTENTION, result.message
+    assert result.message.startswith("gate needs a human: gate.tokens_per_s: ")
+    assert "inconclusive: noise band 20.0% > threshold 5.0%" in result.message
+    assert s.fake.sent[-5:] == [GATE, GATE, GATE, ROLLBACK_RESTART, GATE]
+    checks = {c["name"]: c for c in result.details["gate"]["checks"]}
+    tokens = checks["tokens_per_s"]
+    assert (tokens["verdict"], tokens["action"], tokens["passed"]) == (
+        "INCONCLUSIVE", "needs_human", False
+    )  # fmt: skip
+    assert checks["rollback.tokens_per_s"]["passed"]
+    assert any("gate.tokens_per_s INCONCLUSIVE (needs_human)" in i for i in s.infos())
+
+
+def test_on_inconclusive_pass_lets_the_same_canary_through_saying_so():
+    s = scene(
+        gate_host(on_inconclusive="pass"),
+        gate_measure=[gated(measurement("baseline", rates=(90.0, 100.0, 110.0)))]
+        + [gated(measurement("after", 85.0))] * 3,
+    )
+    result = push(s)
+    assert result.outcome == Outcome.OK, result.message
+    tokens = next(c for c in result.details["gate"]["checks"] if c["name"] == "tokens_per_s")
+    assert (tokens["verdict"], tokens["passed"]) == ("INCONCLUSIVE", True)
+
+
+def test_a_failed_speed_check_keeps_a_re_measure_that_was_inconclusive():
+    """A speed check fails only when no replay did better: failed, then inside the noise
+    band, is inconclusive (a person decides), not failed."""
+    s = scene(
+        gate_host(),
+        gate_measure=[
+            gated(measurement("baseline", rates=(90.0, 100.0, 110.0))),
+            gated(measurement("after", 50.0)),
+            gated(measurement("retry-2", 85.0)),
+            gated(measurement("retry-3", 50.0)),
+            gated(measurement("rollback", 100.0)),
+        ],
+    )
+    result = push(s)
+    assert result.outcome == Outcome.NEEDS_ATTENTION, result.message
+    tokens = next(c for c in result.details["gate"]["checks"] if c["name"] == "tokens_per_s")
+    assert tokens["verdict"] == "INCONCLUSIVE" and tokens["new"] == "85.0 tok/s"

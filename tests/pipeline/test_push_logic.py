@@ -5,6 +5,7 @@ What a user sees of the same paths on real sshd hosts is in test_push.py and tes
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import pytest
@@ -18,7 +19,9 @@ from ddtree_deploy.stages import PreparedPatchset, prepare_patchset
 from tests.pipeline.fakehost import BAD_KEY, BUSY, LOST, UNREACHABLE, make_host, scene
 from tests.support import REPO
 
-OPTS = PushOptions(holder="tester@ctl pid 1", smoke_sources={"integrity": "", "server": ""})
+# a source (empty: the scripted agent runs nothing) for every suite ddtree names
+SUITE_SOURCES = dict.fromkeys(("integrity", "compile", "imports", "ddtree", "gpu", "server"), "")
+OPTS = PushOptions(holder="tester@ctl pid 1", smoke_sources=SUITE_SOURCES)
 DEAD_LOCK = {"run_id": "old", "holder": "me@here pid 99999999", "pid": 99999999}
 PENDING = [{"deploy_id": "20260101T000000Z-ddtree-1.0.0-aaaaaa", "state": "installing"}]
 PREFLIGHT = ["facts", "check_plan", "lock_acquire"]
@@ -61,14 +64,15 @@ def test_push_sends_one_request_per_row_and_reports_every_stage():
         "restart", "health", "verify", "commit", "unlock", "prune",
     ]  # fmt: skip
     assert result.version_now == "ddtree@1.0.0" and result.deploy_id
-    assert [x["suite"] for x in result.details["suites"]] == ["integrity", "server"]
+    # every suite the patchset names runs (before review 3, those without a source were dropped)
+    assert [x["suite"] for x in result.details["suites"]] == [*prepared().suites, "server"]
     assert s.transport.stats.execs == 6 and s.transport.stats.connects == 1
 
 
 @pytest.mark.parametrize(
     "opts, service, why",
     [
-        (PushOptions(holder="t", restart=False), None, "--no-restart"),
+        (dataclasses.replace(OPTS, restart=False), None, "--no-restart"),
         (OPTS, ServiceSpec(kind="none"), "service kind none"),
     ],
 )
@@ -153,7 +157,7 @@ def test_lock_of_another_controller_counts_as_alive():
 
 def test_break_lock_takeover_is_reported():
     s = scene(lock_acquire="lock_taken_over")
-    assert push(s, opts=PushOptions(holder="t", break_lock=True)).outcome == Outcome.OK
+    assert push(s, opts=dataclasses.replace(OPTS, break_lock=True)).outcome == Outcome.OK
     assert (
         "preflight: --break-lock: took over the lock of bob@ctl pid 9 (run old, since "
         "2026-01-01T00:00:00Z)" in s.infos()
@@ -410,3 +414,17 @@ def test_unlock_that_cannot_reach_the_host_is_reported_and_ends_as_before():
     result = push(s)
     assert result.outcome == Outcome.NEEDS_ATTENTION
     assert s.stages()[-2:] == ["unlock start", "unlock fail"]
+
+
+@pytest.mark.parametrize("sources", [None, {k: "" for k in SUITE_SOURCES if k != "server"}])
+def test_a_suite_named_without_a_source_is_refused_before_any_contact(sources):
+    """Review 3 finding 6: PushOptions(smoke_sources=None), the library default, dropped
+    every named suite in silence and smoke passed with nothing run. A patchset's suite
+    (1.0.0: integrity, then server after the restart) without a source is bad input: exit 2,
+    naming it, nothing sent."""
+    s = scene()
+    result = push(s, opts=PushOptions(holder="t", smoke_sources=sources))
+    assert result.outcome == Outcome.REFUSED, result.message
+    missing = "integrity" if sources is None else "server"
+    assert f"ddtree@1.0.0: smoke suite {missing!r} has no source" in result.message
+    assert s.fake.sent == []

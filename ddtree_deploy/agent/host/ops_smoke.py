@@ -40,8 +40,12 @@ def op_smoke(ctx, args):
 
     Scripts and support modules are written to a fresh private dir inside the state dir
     (main.py checked it is this user's alone), removed afterwards. Raises
-    OpFailed(smoke_failed) with every suite's result when one neither passed nor skipped.
+    OpFailed(smoke_failed) with every suite's result when one neither passed nor skipped,
+    and when there is no suite at all (a request that checks nothing proves nothing).
     """
+    if not args.suites:
+        message = "smoke failed: no suites to run (the request named none)"
+        raise OpFailed(Code.SMOKE_FAILED, message, SmokeResult(suites=[]).to_dict())
     ctx.ensure_state_dir()
     work = tempfile.mkdtemp(prefix="smoke-", dir=ctx.state_dir)
     try:
