@@ -32,6 +32,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from floor import BARE_SSH, FLOOR, run_bare_ssh, run_floor
 from harness import (
     BENCH_DIR,
     BROKEN_MARKER,
@@ -43,7 +44,9 @@ from harness import (
     start_bench_hosts,
 )
 from latency_proxy import DelayProxy
+from pyinfra_peer import PYINFRA, pyinfra_bin, run_pyinfra
 from report import write_report
+from scenario_controller import scenario_b_controller
 from summary import ANSIBLE_COLD, ANSIBLE_WARM, DDTREE_A, paired_ratios, summarise
 from tools import (
     WARM_CONTROL_DIR,
@@ -146,7 +149,11 @@ def scenario_a(
             DDTREE_A: lambda: run_ddtree(bench, inventory, dirs["none"]),
             ANSIBLE_COLD: lambda: run_ansible(bench, count),
             ANSIBLE_WARM: lambda: run_ansible(bench, count, warm=True),
+            FLOOR: lambda: run_floor(bench, count),
+            BARE_SSH: lambda: run_bare_ssh(bench, count),
         }
+        if pyinfra_bin() is not None:
+            tools[PYINFRA] = lambda: run_pyinfra(bench, count)
         if key == "25":
             tools["ddtree-deploy (suites integrity+compile)"] = lambda: run_ddtree(
                 bench, inventory, dirs["fast"]
@@ -164,7 +171,8 @@ def scenario_a(
             for name, fn in tools.items():
                 bench.reset(count)
                 result: ToolRun = fn()
-                check_deployed(bench, count)
+                if name != BARE_SSH:  # it deploys nothing
+                    check_deployed(bench, count)
                 taken[name].append(result)
                 log(f"A {key} ms run {i + 1}/{runs} {name}: {result.wall_s:.2f} s "
                     f"(CPU {result.cpu_s:.2f} s, load {result.load_1m:.1f})")  # fmt: skip
@@ -174,12 +182,27 @@ def scenario_a(
             "cold": paired_ratios([r.wall_s for r in taken[ANSIBLE_COLD]], ours),
             "warm": paired_ratios([r.wall_s for r in taken[ANSIBLE_WARM]], ours),
         }
+        out.setdefault("A_floor", {})[key] = floor_ratios(taken)
         if key == "25":
             out["round_trips"] = {
                 name: per_host_counts([r.stats for r in runs_]) for name, runs_ in taken.items()
                 if runs_[0].stats
             }  # fmt: skip
     bench.set_rtt(main_rtt_s)
+
+
+def floor_ratios(taken: dict[str, list[ToolRun]]) -> dict:
+    """Ours / the floor and ours / bare ssh, pyinfra / ours (paired per run), or why not."""
+    ours = [r.wall_s for r in taken[DDTREE_A]]
+    found = {
+        "ours_over_floor": paired_ratios(ours, [r.wall_s for r in taken[FLOOR]]),
+        "ours_over_bare_ssh": paired_ratios(ours, [r.wall_s for r in taken[BARE_SSH]]),
+    }
+    if PYINFRA in taken:
+        found["pyinfra_over_ours"] = paired_ratios([r.wall_s for r in taken[PYINFRA]], ours)
+    else:
+        found["pyinfra_why"] = "pyinfra not installed (bench/.pyinfra-venv: make bench makes it)"
+    return found
 
 
 def summarise_runs(runs: list[ToolRun]) -> dict:
@@ -443,7 +466,7 @@ def builder_rows(repeats: int, out: dict) -> None:
 
 
 # The scenarios that need the sandbox hosts (the builder rows run without them).
-HOST_SCENARIOS = {"A", "A+", "B", "C", "D", "I", "profile"}
+HOST_SCENARIOS = {"A", "A+", "B", "B-ctl", "C", "D", "I", "profile"}
 
 
 def run_host_scenarios(
@@ -481,6 +504,7 @@ def run_host_scenarios(
             ("A", lambda: scenario_a(bench, dirs, args.runs, args.a_rtts_ms, rtt_s, out)),
             ("A+", lambda: scenario_a_plus(bench, dirs, args.aplus_runs, args.aplus_hosts, out)),
             ("B", lambda: scenario_b(bench, dirs, args.runs, sizes, out)),
+            ("B-ctl", lambda: scenario_b_controller(bench, dirs["none"], args, out)),
             ("C", lambda: scenario_c(bench, dirs, args.runs, rtt_s, out)),
             ("D", lambda: scenario_d(bench, dirs, args.runs, out)),
             ("I", lambda: scenario_i(bench, dirs, args.import_runs, out)),
@@ -504,6 +528,15 @@ def main() -> int:
     parser.add_argument("--a-rtts-ms", type=float, nargs="+", default=[0.0, 25.0, 100.0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--import-runs", type=int, default=3)
+    parser.add_argument("--bctl-runs", type=int, default=3)
+    parser.add_argument(
+        "--bctl-hosts", type=int, nargs="+", default=[1, 16, 64, 256, 1000],
+        help="B-ctl fleet sizes against the recorded-answer stand-in (timing only)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bctl-pinned-hosts", type=int, nargs="+", default=[1, 16],
+        help="B-ctl sizes on real sandbox hosts pinned away from the controller (all tools)",
+    )  # fmt: skip
     parser.add_argument("--builder-repeats", type=int, default=5)
     parser.add_argument(
         "--builder-ref-rounds",
@@ -513,15 +546,15 @@ def main() -> int:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ddtree-bench"))
     parser.add_argument(
-        "--only", nargs="*", default=None, help="A A+ B C D I profile builder builder-ref"
+        "--only", nargs="*", default=None, help="A A+ B B-ctl C D I profile builder builder-ref"
     )
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results.json")
     parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    everything = ["A", "A+", "B", "C", "D", "I", "profile", "builder", "builder-ref"]
+    everything = ["A", "A+", "B", "B-ctl", "C", "D", "I", "profile", "builder", "builder-ref"]
     wanted = set(args.only or everything)
     rtt_s = args.rtt_ms / 1000
-    max_hosts = max([*args.hosts, SCENARIO_A_HOSTS, args.aplus_hosts])
+    max_hosts = max([*args.hosts, *args.bctl_pinned_hosts, SCENARIO_A_HOSTS, args.aplus_hosts])
     out: dict = json.loads(args.results.read_text()) if args.only and args.results.exists() else {}
     started = time.monotonic()
     if wanted & HOST_SCENARIOS:
