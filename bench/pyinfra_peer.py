@@ -17,7 +17,7 @@ from harness import BACKUP_DIR, BENCH_DIR, BenchHosts
 from tools import ToolRun, _timed
 
 PYINFRA = "pyinfra (cold)"
-PYINFRA_VENV = Path(os.environ.get("BENCH_PYINFRA_VENV", BENCH_DIR / ".pyinfra-venv"))
+PYINFRA_VENV = Path(os.environ.get("BENCH_PYINFRA_VENV", BENCH_DIR / ".pyinfra-venv")).resolve()
 DEPLOY = BENCH_DIR / "pyinfra" / "deploy.py"
 
 
