@@ -88,22 +88,29 @@ def render_controller(b_ctl: dict | None) -> list[str]:
         "parsing, events). Never used by a correctness test.",
         "",
         "| hosts | --parallel | wall s | wall / 1 host (paired) | controller CPU s/host | "
-        "CPU s per extra host (b) | Ansible CPU s/host | pyinfra CPU s/host |",
-        "|---|---|---|---|---|---|---|---|",
+        "CPU s per extra host (b) | rest of machine CPU s/host (c) | Ansible CPU s/host | "
+        "pyinfra CPU s/host |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     standin = b_ctl.get("standin") or {}
     for n, row in standin.items():
         lines.append(
             f"| {n} | {row['parallel']} | {_secs(row['wall'])} | {_ratio(row['ratio_to_first'])}"
-            f" | {_secs(row['cpu_per_host'], 4)} | {marginal_cpu_s(standin, n)} | (a) | (a) |"
+            f" | {_secs(row['cpu_per_host'], 4)} | {marginal_cpu_s(standin, n)} | "
+            f"{_secs(row.get('rest_cpu_per_host'), 4)} | (a) | (a) |"
         )
     lines += [
         "",
         f"(a) {NOT_IN_STANDIN}. (b) (CPU of N hosts − CPU of the smallest fleet) / (N − its "
-        "size), medians: what one more host costs once start-up is paid.",
+        "size), medians: what one more host costs once start-up is paid. (c) The machine's busy "
+        "CPU (/proc/stat) minus the controller's and the bench process's: the stand-in sshds "
+        "and replays on the host cores, plus any other work on the machine; when it nears "
+        "wall × host cores, the wall measures the stand-in, not the controller.",
         "",
     ]
     pinned = b_ctl.get("pinned") or {}
+    if pinned.get("why"):
+        lines += [f"Real hosts, pinned: not measured: {pinned['why']}.", ""]
     sizes = {n: tools for n, tools in pinned.items() if isinstance(tools, dict)}
     if sizes:
         lines += [
@@ -181,7 +188,8 @@ def controller_rows(results: dict) -> list[TargetRow]:
         if isinstance(tools, dict) and DDTREE_A in tools and ANSIBLE_COLD in tools
     ]
     if not both:
-        rows.append(_not_run(cpu_target, pinned.get("ansible_why", "Ansible was not run")))
+        why = pinned.get("why") or pinned.get("ansible_why") or "Ansible was not run"
+        rows.append(_not_run(cpu_target, why))
     else:
         n = max(both, key=int)
         ours = pinned[n][DDTREE_A]["cpu_per_host"]["median_s"]

@@ -24,7 +24,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from ddtree_push import RECORD_ENV
-from harness import BenchHosts, log
+from harness import BenchHosts, log, machine_cpu_s, own_cpu_s
 from pyinfra_peer import PYINFRA, pyinfra_bin, run_pyinfra
 from standin_sshd import (
     all_cpus,
@@ -116,12 +116,18 @@ def standin_runs(
         )
         inventories[n] = path
     taken: dict[int, list[ToolRun]] = {n: [] for n in sizes}
+    rest: dict[int, list[float]] = {n: [] for n in sizes}  # the stand-in's sshds, other work
     try:
         _controller_only(split, [])
+        # untimed: the first sessions of fresh sshds (and their replay's python) start cold
+        run_ddtree(bench, inventories[sizes[0]], patchsets, extra=["--parallel", "1"])
         for i in range(runs):
             for n in sizes:
                 extra = ["--parallel", str(min(n, PARALLEL))]
+                machine_s, own_s = machine_cpu_s(), own_cpu_s()
                 run = run_ddtree(bench, inventories[n], patchsets, extra=extra)
+                rest_s = machine_cpu_s() - machine_s - (own_cpu_s() - own_s) - run.cpu_s
+                rest[n].append(rest_s / n)
                 asked = {h["execs"] for h in run.stats.values()}
                 if len(run.stats) != n or asked != {len(frames)}:
                     raise RuntimeError(
@@ -139,6 +145,7 @@ def standin_runs(
         str(n): {
             "wall": summarise([r.wall_s for r in taken[n]]),
             "cpu_per_host": summarise([r.cpu_s / n for r in taken[n]]),
+            "rest_cpu_per_host": summarise(rest[n]),
             "ratio_to_first": paired_ratios([r.wall_s for r in taken[n]], one),
             "parallel": min(n, PARALLEL),
             "load_1m": [round(r.load_1m, 2) for r in taken[n]],
@@ -157,6 +164,8 @@ def pinned_runs(
     """Ours, Ansible (cold) and pyinfra on real sandbox hosts pinned away from the
     controller; each tool's controller CPU per host and wall, interleaved run by run."""
     sizes = [n for n in sizes if n <= len(bench.hosts)]
+    if not sizes:
+        return {"why": f"no pinned size fits the {len(bench.hosts)} sandbox hosts started"}
     tools = {
         DDTREE_A: lambda n: run_ddtree(
             bench, bench.write_ddtree_inventory(n), patchsets, extra=["--parallel", str(n)]
@@ -170,6 +179,9 @@ def pinned_runs(
     pids = [pid for pid in (h.sshd_pid() for h in bench.hosts) if pid is not None]
     try:
         _controller_only(split, pids)
+        for fn in tools.values():  # untimed: each tool's first start after the pinning
+            bench.reset(sizes[0])
+            fn(sizes[0])
         for i in range(runs):
             for n in sizes:
                 for name, fn in tools.items():

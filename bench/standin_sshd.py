@@ -129,18 +129,22 @@ def standin_inventory(one_host_toml: str, ports: list[int], known_hosts: str) ->
     return render_toml(data)
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 now (all held open while picking)."""
-    held = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            held.append(sock)
-        return [int(sock.getsockname()[1]) for sock in held]
-    finally:
-        for sock in held:
-            sock.close()
+def free_ports(count: int, held_at_once: int = 128) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 now, picked by the kernel; at most
+    `held_at_once` sockets are open at a time (the open-files limit)."""
+    found: dict[int, None] = {}  # ordered and distinct
+    while len(found) < count:
+        held = []
+        try:
+            for _ in range(min(held_at_once, count - len(found))):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", 0))
+            found.update((int(sock.getsockname()[1]), None) for sock in held)
+        finally:
+            for sock in held:
+                sock.close()
+    return list(found)
 
 
 @dataclass

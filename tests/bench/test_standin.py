@@ -126,3 +126,10 @@ def test_standin_inventory_with_a_repeated_port_is_refused_by_the_loader(tmp_pat
     path.write_text(standin_inventory(one, ports, str(tmp_path / "k")))
     with pytest.raises(DeployError, match="duplicate"):
         load_inventory(path)
+
+
+def test_free_ports_are_distinct_even_when_picked_in_small_batches():
+    from standin_sshd import free_ports
+
+    ports = free_ports(40, held_at_once=7)
+    assert len(ports) == len(set(ports)) == 40
