@@ -1,9 +1,12 @@
 """Run every deploy benchmark once and write results JSON + docs/benchmarks.md + a PNG.
 
 Usage: ``python bench/run_benchmarks.py [--rtt-ms 25] [--a-rtts-ms 0 25 100] [--runs 5]
-[--hosts 1 4 16 64] [--import-runs 3] [--workdir /tmp/ddtree-bench] [--only A B ...]`` (root:
-sandbox hosts need it). Scenarios: A (4 hosts: ddtree-deploy vs Ansible vs Fabric, at each
-RTT), A+ (with the import smoke, vs its compute floor), B (1/4/16/64 hosts), C (rollback
+[--hosts 1 4 16 64] [--import-runs 3] [--bctl-runs 3] [--bctl-hosts 1 16 64 256 1000]
+[--bctl-pinned-hosts 1 16] [--workdir /tmp/ddtree-bench] [--only A B ...]`` (root: sandbox
+hosts need it). Scenarios: A (4 hosts: ddtree-deploy vs Ansible, the floor, bare ssh,
+pyinfra, and Fabric at 25 ms, at each RTT), A+ (with the import smoke, vs its compute floor),
+B (1/4/16/64 hosts), B-ctl (the controller alone: recorded-answer stand-in hosts, timing
+only, and real hosts pinned away from the controller; scenario_controller.py), C (rollback
 after a failed health gate), D (re-push, no changes), I (the `imports` suite vs one process
 importing every patched module), profile, builder (bench/bench_ddtree_builder.py) and
 builder-ref (the builder vs the reference's algorithm, when that bench module exists;
