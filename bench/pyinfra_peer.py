@@ -1,4 +1,4 @@
-"""pyinfra, the peer of scenario A: one cold `pyinfra` run of bench/pyinfra/deploy.py.
+"""pyinfra, the peer of scenario A: one cold `pyinfra` run of bench/pyinfra-deploy/deploy.py.
 
 pyinfra lives in its own venv (PYINFRA_VENV, made by `make bench` from
 bench/requirements-pyinfra.txt): its 3.10 release needs paramiko<5 and the tool's
@@ -18,7 +18,7 @@ from tools import ToolRun, _timed
 
 PYINFRA = "pyinfra (cold)"
 PYINFRA_VENV = Path(os.environ.get("BENCH_PYINFRA_VENV", BENCH_DIR / ".pyinfra-venv")).resolve()
-DEPLOY = BENCH_DIR / "pyinfra" / "deploy.py"
+DEPLOY = BENCH_DIR / "pyinfra-deploy" / "deploy.py"  # not importable: no clash with pyinfra
 
 
 def pyinfra_bin() -> Path | None:

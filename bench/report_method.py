@@ -45,7 +45,7 @@ METHOD = """\
     `curl` health loop, a journal line; every host at once. `ssh true`: the same `ssh`
     with an empty command (connect, auth, one exec). What ours does beyond the floor is its
     start-up, the checks a deploy needs (drift, lock owner, rollback state) and the report.
-  - pyinfra (`bench/pyinfra/deploy.py`): pyinfra 3.10.0 (bench/requirements-pyinfra.txt) in
+  - pyinfra (`bench/pyinfra-deploy/deploy.py`): pyinfra 3.10.0 (bench/requirements-pyinfra.txt) in
     its own venv (it needs paramiko<5), `pyinfra INVENTORY deploy.py -y --no-wait`, cold (a
     fresh process; pyinfra keeps no connection between runs). Ops: `files.directory`, a
     `server.shell` `cp -p` of the files sglang has, `files.put` per file (sha1 fact, then

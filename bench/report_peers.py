@@ -47,7 +47,7 @@ def render_floor(results: dict) -> list[str]:
         "Floor: `bench/floor.py`, one OpenSSH `ssh` per host, all hosts at once, one exec each",
         "running a shell script that does the push's work (lock, back up, write, sha256 check,",
         "py_compile, service stop/start/status, health, journal line). `ssh true`: connect,",
-        "auth and one empty exec per host. pyinfra: `bench/pyinfra/deploy.py`, cold. Wall",
+        "auth and one empty exec per host. pyinfra: `bench/pyinfra-deploy/deploy.py`, cold. Wall",
         "seconds median (min–max); ratios paired per interleaved run, median (min–max).",
         "",
         "| RTT ms | ours s | floor s | ssh true s | pyinfra s | ours / floor | "

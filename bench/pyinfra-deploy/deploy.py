@@ -1,6 +1,6 @@
 """Scenario A for pyinfra: the same work ddtree-deploy does for ddtree 1.0.0, one op per step.
 
-Run by bench/pyinfra_peer.py as ``pyinfra INVENTORY bench/pyinfra/deploy.py -y --no-wait``
+Run by bench/pyinfra_peer.py as ``pyinfra INVENTORY bench/pyinfra-deploy/deploy.py -y --no-wait``
 from pyinfra's own venv; the plan (files, paths, service commands) comes from the JSON file
 named by BENCH_PYINFRA_PLAN, the health URL from each host's data. Per host: make the backup
 dir, back up the files sglang already has (`cp -p`), upload the results (`files.put`: a
