@@ -1,6 +1,8 @@
 # ddtree-deploy: `make demo` runs the real job on local sandbox hosts; `make test` runs the tests.
 PYTHON ?= python3
 SANDBOX ?= /tmp/ddtree-deploy-sandbox
+# pyinfra, the bench peer, needs paramiko<5: it gets its own venv (bench/requirements-pyinfra.txt)
+PYINFRA_VENV ?= $(CURDIR)/bench/.pyinfra-venv
 export DDTREE_DEPLOY_INVENTORY ?= $(SANDBOX)/inventory.toml
 
 .PHONY: install install-py coverage deps demo demo-down test test-fast test-serving lint bench soak faults clean gpu-check
@@ -51,9 +53,11 @@ lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and m
 clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache
 
-bench: install  ## interleaved benchmarks vs Ansible/Fabric at 0/25/100 ms, 1-64 hosts, import gate (root, ~25 min): docs/benchmarks.md
+bench: install  ## interleaved benchmarks vs the floor/Ansible/pyinfra/Fabric at 0/25/100 ms, 1-64 hosts, controller-only 1-1000 hosts, import gate (root, ~45 min): docs/benchmarks.md
 	$(PYTHON) -m pip install -q -e '.[bench]'
-	$(PYTHON) bench/run_benchmarks.py $(BENCH_ARGS)
+	[ -x $(PYINFRA_VENV)/bin/python ] || $(PYTHON) -m venv $(PYINFRA_VENV)
+	$(PYINFRA_VENV)/bin/pip install -q -r bench/requirements-pyinfra.txt
+	BENCH_PYINFRA_VENV=$(PYINFRA_VENV) $(PYTHON) bench/run_benchmarks.py $(BENCH_ARGS)
 
 faults: install  ## the whole fault matrix + crash/bad-input/security tests (root, ~15 min): docs/reliability.md
 	$(PYTHON) -m tests.faults.report

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     import cProfile
 
 PROFILE_ENV = "DDTREE_BENCH_PROFILE"
+# With DDTREE_BENCH_RECORD=FILE every host's framed agent answers, in order, go to FILE as
+# {"frames": {host: [answer, ...]}}: what bench/standin_agent.py replays (timing runs only).
+RECORD_ENV = "DDTREE_BENCH_RECORD"
 TRANSPORT_BASE = "ddtree_deploy.transport.base"
 
 
@@ -57,13 +60,23 @@ class _PatchOnLoad:
         return spec
 
 
-def _remember(base, opened: list) -> None:
-    """The hook: every Transport records itself in `opened` (stats read after the run)."""
+def _remember(base, opened: list, answers: dict | None = None) -> None:
+    """The hook: every Transport records itself in `opened` (stats read after the run);
+    with `answers`, each host's raw agent answers are appended to answers[host] too."""
     original = base.Transport.__init__
 
     def init(self, host):
         original(self, host)
         opened.append(self)
+        if answers is not None:
+            exec_agent, kept = self._exec_agent, answers.setdefault(host.name, [])
+
+            def recording(payload):
+                out, err, code = exec_agent(payload)
+                kept.append(out)
+                return out, err, code
+
+            self._exec_agent = recording
 
     base.Transport.__init__ = init
 
@@ -112,7 +125,9 @@ def main() -> NoReturn:
         main_profile = cProfile.Profile(time.thread_time)
         main_profile.enable()
     opened: list = []  # every Transport the command creates, in order
-    sys.meta_path.insert(0, _PatchOnLoad(TRANSPORT_BASE, lambda m: _remember(m, opened)))
+    record_path = os.environ.get(RECORD_ENV)
+    answers: dict | None = {} if record_path else None
+    sys.meta_path.insert(0, _PatchOnLoad(TRANSPORT_BASE, lambda m: _remember(m, opened, answers)))
     from ddtree_deploy.cli import app, leave
 
     exit_code = 0
@@ -125,6 +140,8 @@ def main() -> NoReturn:
 
     hosts = {t.host.name: dataclasses.asdict(t.stats) for t in opened}
     stats_path.write_text(json.dumps({"exit_code": exit_code, "hosts": hosts}) + "\n")
+    if record_path and answers is not None:
+        Path(record_path).write_text(json.dumps({"frames": answers}) + "\n")
     if profile_path and main_profile is not None:
         import pstats
 

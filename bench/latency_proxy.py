@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import queue
 import socket
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -124,6 +125,35 @@ def main() -> None:
         proxy = DelayProxy((host, int(port)), args.rtt_ms / 1000, port=int(listen_port)).start()
         print(f"127.0.0.1:{proxy.port} -> {host}:{port} (+{args.rtt_ms:g} ms RTT)", flush=True)
     threading.Event().wait()
+
+
+def measure_rtt_s(rtt_s: float, tries: int = 5) -> tuple[float, float]:
+    """(TCP connect, median ping-pong) through a DelayProxy in front of a local echo server:
+    proves the proxy adds what it is told to."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(64):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    proxy = DelayProxy(server.getsockname(), rtt_s).start()
+    samples = []
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(b"x")
+        sock.recv(64)
+        connect_s = time.monotonic() - started
+        for _ in range(tries):
+            started = time.monotonic()
+            sock.sendall(b"x")
+            sock.recv(64)
+            samples.append(time.monotonic() - started)
+    proxy.stop()
+    server.close()
+    return connect_s, statistics.median(samples)
 
 
 if __name__ == "__main__":

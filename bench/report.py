@@ -8,61 +8,11 @@ import json
 import sys
 from pathlib import Path
 
+from report_method import METHOD
+from report_peers import peer_rows, render_controller, render_floor
 from summary import DDTREE_A, target_rows
 
 STAGE_GROUPS_A = 5  # preflight, backup+journal, install+compile, restart+health, commit
-
-METHOD = """\
-## How it was measured
-
-- **Hosts**: `ddtree_sandbox` hosts: real OpenSSH servers (root, own mount namespace,
-  real sglang 0.5.13.post1 in `/srv/venv`), all on this one machine. Hosts are reset to the
-  pristine sglang files (and bytecode removed) before every timed run, so every run backs up,
-  uploads, verifies, compiles and restarts for real. Each run is a fresh process of the tool,
-  from bytecode compiled once beforehand (as `pip install` leaves it; this machine sets
-  PYTHONDONTWRITEBYTECODE). A python start on a host costs ~0.1 s of CPU (the venv's `site`
-  plus the sandbox's inert cpu-adapt `.pth`, ~5 ms since issue 19 item 0, ~65 ms before):
-  every tool pays it per process it starts there (ours: the agent and each service command).
-- **Latency**: `bench/latency_proxy.py`, a threaded TCP proxy in front of each host's sshd,
-  delays every chunk by RTT/2 in each direction (no bandwidth limit; this kernel has no
-  `tc netem`). Every tool connects to `127.0.0.1:PROXYPORT`; `known_hosts` names
-  `[127.0.0.1]:PROXYPORT` with each host's real key, so host keys stay strictly checked.
-- **Service**: `bench/instant_service.py` (kind `command`): `start` binds the port before it
-  returns, so the first health poll answers. Each action imports only what it uses (`stop`
-  and `status` cost a bare python start on a host, ~35 ms; since 2026-12-02, before which
-  each also imported `http.server`, ~100 ms), and the server answers over a bare socket.
-  Every tool runs the same commands (ours adds `status`). The sandbox's sglang stub is not
-  used: it imports sglang at start (≈4–5 s of CPU) and would drown the orchestration being
-  compared.
-- **Same work for every tool** (scenario A, 4 hosts): back up the originals, upload the three
-  files, verify hashes, `py_compile`, stop+start the service, wait for health.
-  - ddtree-deploy: `push --all --yes --json` with a variant of ddtree 1.0.0 whose smoke
-    `suites = []` (install verifies sha256 against the lock, compile runs `py_compile`);
-    a second row uses `suites = ["integrity", "compile"]`.
-  - Ansible (`bench/ansible/deploy.yml`): ansible-core from PyPI, `pipelining = True`,
-    `gathering = explicit` (no facts), `interpreter_python` pinned, `forks = 16`,
-    `ControlMaster=auto`, `ControlPersist=60s`, publickey only, no GSSAPI, no compression.
-    Tasks: `file` (backup dir), `copy remote_src` loop (back up the two files sglang has),
-    `copy` loop of the pre-materialised results with `checksum:` (sha1 verified after the
-    transfer), `command: python -m py_compile`, `command` stop, `command` start, `uri` with
-    `until` for health. *Cold*: a fresh ControlPath dir per run and the masters closed after
-    it (one connect per host per run, as for ddtree-deploy). *Warm*: the masters of the
-    previous run are reused (what a second playbook within 60 s gets).
-  - Fabric (`bench/fabric_deploy.py`): a thread per host; one `run` per step and per file
-    (`cp` backups, `sha256sum` checks), one SFTP `put` per file, a `curl` health loop.
-- **Interleaving**: every comparison takes each contender once per run, back to back
-  (ours, Ansible cold, Ansible warm, …; 1, 4, 16, 64 hosts; floor, suite), so a change of
-  load hits both; ratios are per run (paired) and their median with min–max is reported.
-  In scenario A, at each RTT, Ansible (warm masters up) and ddtree-deploy each run once
-  untimed first, so no timed run pays the hosts' cold caches.
-  Each run records the 1-minute load average (`os.getloadavg`) when it started and the
-  tool's CPU seconds (`RUSAGE_CHILDREN` delta around its process: the controller; for
-  Ansible its ssh clients too). Hosts' own CPU (scaling) is the sshd process trees' CPU.
-- **Round trips** come from `TransportStats` (connects, execs, bytes per host) read through a
-  hook in `bench/ddtree_push.py` that records every `Transport` as it is made (patched when
-  its module first loads, so the CLI's import order is the console script's); the
-  transport is unchanged.
-"""
 
 
 def _row(name: str, summary: dict, extra: str = "") -> str:
@@ -276,12 +226,12 @@ def render_builder(results: dict) -> list[str]:
 
 def render_targets(results: dict) -> list[str]:
     lines = [
-        "## Targets (issue 19)",
+        "## Targets (issues 19 and 46)",
         "",
         "| target | measured | verdict | why |",
         "|---|---|---|---|",
     ]
-    for row in target_rows(results):
+    for row in [*target_rows(results), *peer_rows(results)]:
         lines.append(f"| {row.target} | {row.measured} | **{row.verdict}** | {row.why} |")
     return [*lines, ""]
 
@@ -327,10 +277,12 @@ def render(results: dict, png_name: str | None) -> str:
     if png_name:
         lines += [f"![one panel per scenario]({png_name})", ""]
     lines += render_a(results)
+    lines += render_floor(results)
     if results.get("A+"):
         lines += render_aplus(results["A+"])
     if results.get("B"):
         lines += render_b(results["B"], setup.get("rtt_ms"))
+    lines += render_controller(results.get("B_ctl"))
     if results.get("I"):
         lines += render_i(results["I"])
     if results.get("C"):

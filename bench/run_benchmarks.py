@@ -1,9 +1,12 @@
 """Run every deploy benchmark once and write results JSON + docs/benchmarks.md + a PNG.
 
 Usage: ``python bench/run_benchmarks.py [--rtt-ms 25] [--a-rtts-ms 0 25 100] [--runs 5]
-[--hosts 1 4 16 64] [--import-runs 3] [--workdir /tmp/ddtree-bench] [--only A B ...]`` (root:
-sandbox hosts need it). Scenarios: A (4 hosts: ddtree-deploy vs Ansible vs Fabric, at each
-RTT), A+ (with the import smoke, vs its compute floor), B (1/4/16/64 hosts), C (rollback
+[--hosts 1 4 16 64] [--import-runs 3] [--bctl-runs 3] [--bctl-hosts 1 16 64 256 1000]
+[--bctl-pinned-hosts 1 16] [--workdir /tmp/ddtree-bench] [--only A B ...]`` (root: sandbox
+hosts need it). Scenarios: A (4 hosts: ddtree-deploy vs Ansible, the floor, bare ssh,
+pyinfra, and Fabric at 25 ms, at each RTT), A+ (with the import smoke, vs its compute floor),
+B (1/4/16/64 hosts), B-ctl (the controller alone: recorded-answer stand-in hosts, timing
+only, and real hosts pinned away from the controller; scenario_controller.py), C (rollback
 after a failed health gate), D (re-push, no changes), I (the `imports` suite vs one process
 importing every patched module), profile, builder (bench/bench_ddtree_builder.py) and
 builder-ref (the builder vs the reference's algorithm, when that bench module exists;
@@ -22,19 +25,14 @@ import argparse
 import importlib
 import json
 import os
-import shlex
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from harness import (
     BENCH_DIR,
-    BROKEN_MARKER,
     REPO,
     BenchHosts,
     log,
@@ -42,196 +40,30 @@ from harness import (
     own_cpu_s,
     start_bench_hosts,
 )
-from latency_proxy import DelayProxy
+from latency_proxy import measure_rtt_s
 from report import write_report
-from summary import ANSIBLE_COLD, ANSIBLE_WARM, DDTREE_A, paired_ratios, summarise
+from scenario_a import (  # check_deployed, variants: bench/host_cpu.py, profile_fleet.py use them
+    SCENARIO_A_HOSTS,
+    check_deployed,
+    per_host_counts,
+    scenario_a,
+    summarise_runs,
+    variants,
+)
+from scenario_controller import scenario_b_controller
+from scenario_gates import scenario_a_plus, scenario_i
+from summary import paired_ratios, summarise
 from tools import (
     WARM_CONTROL_DIR,
     ToolRun,
     ansible_playbook,
     close_masters,
     event_time_s,
-    run_ansible,
     run_ddtree,
-    run_fabric,
-    run_smoke_floor,
-    run_ssh,
 )
 
 sys.path.insert(0, str(REPO))
-from ddtree_deploy.inventory import load_inventory  # noqa: E402
-from ddtree_deploy.patchset import load_patchset  # noqa: E402
 from ddtree_deploy.pipeline import PUSH_REQUESTS  # noqa: E402
-from ddtree_deploy.stages import default_smoke_dir, load_smoke_sources  # noqa: E402
-from ddtree_deploy.stages import op_builders as ops  # noqa: E402
-from ddtree_deploy.stages.prepared import prepare_patchset  # noqa: E402
-from tests.support import make_patchset, utils_file  # noqa: E402 - the repo's patchset variant builder
-
-SCENARIO_A_HOSTS = 4
-
-
-def measure_rtt_s(rtt_s: float, tries: int = 5) -> tuple[float, float]:
-    """(TCP connect, median ping-pong) through a DelayProxy in front of a local echo server:
-    proves the proxy adds what it is told to."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def echo() -> None:
-        conn, _ = server.accept()
-        with conn:
-            while data := conn.recv(64):
-                conn.sendall(data)
-
-    threading.Thread(target=echo, daemon=True).start()
-    proxy = DelayProxy(server.getsockname(), rtt_s).start()
-    samples = []
-    started = time.monotonic()
-    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
-        sock.sendall(b"x")
-        sock.recv(64)
-        connect_s = time.monotonic() - started
-        for _ in range(tries):
-            started = time.monotonic()
-            sock.sendall(b"x")
-            sock.recv(64)
-            samples.append(time.monotonic() - started)
-    proxy.stop()
-    server.close()
-    return connect_s, statistics.median(samples)
-
-
-def check_deployed(bench: BenchHosts, count: int) -> None:
-    """Raise RuntimeError unless every host has every result file and answers health 200."""
-    for host in bench.hosts[:count]:
-        for rel, data in bench.results.items():
-            if (host.site_packages_on_disk / rel).read_bytes() != data:
-                raise RuntimeError(f"{host.name}: {rel} is not the result after the run")
-        with urllib.request.urlopen(bench.health_url(host), timeout=5) as resp:
-            if resp.status != 200:
-                raise RuntimeError(f"{host.name}: health {resp.status}")
-
-
-def variants(root: Path) -> dict[str, Path]:
-    """Patchset dirs (each holding ddtree 1.0.0) for the scenarios."""
-
-    def mark_broken(dest: Path) -> None:
-        utils = utils_file(dest)
-        utils.write_text(utils.read_text() + f"\n# {BROKEN_MARKER}: the service stays 503\n")
-
-    return {
-        "none": make_patchset(root / "suites-none", suites=[]),
-        "fast": make_patchset(root / "suites-fast", suites=["integrity", "compile"]),
-        "imports": make_patchset(root / "suites-imports", suites=["imports"]),
-        "broken": make_patchset(root / "suites-broken", suites=[], mutate=mark_broken),
-    }
-
-
-def scenario_a(
-    bench: BenchHosts,
-    dirs: dict[str, Path],
-    runs: int,
-    rtts_ms: list[float],
-    main_rtt_s: float,
-    out: dict,
-) -> None:
-    """At each RTT: ddtree-deploy and Ansible (cold, warm) interleaved run by run; at the
-    main 25 ms also the integrity+compile variant and naive Fabric. The proxies get
-    ``main_rtt_s`` back at the end."""
-    count = SCENARIO_A_HOSTS
-    inventory = bench.write_ddtree_inventory(count)
-    out["A"], out["A_ratios"], out["round_trips"] = {}, {}, {}
-    for rtt_ms in rtts_ms:
-        key = f"{rtt_ms:g}"
-        bench.set_rtt(rtt_ms / 1000)
-        tools = {
-            DDTREE_A: lambda: run_ddtree(bench, inventory, dirs["none"]),
-            ANSIBLE_COLD: lambda: run_ansible(bench, count),
-            ANSIBLE_WARM: lambda: run_ansible(bench, count, warm=True),
-        }
-        if key == "25":
-            tools["ddtree-deploy (suites integrity+compile)"] = lambda: run_ddtree(
-                bench, inventory, dirs["fast"]
-            )
-            tools["Fabric, naive"] = lambda: run_fabric(bench, count)
-        taken: dict[str, list[ToolRun]] = {name: [] for name in tools}
-        close_masters(WARM_CONTROL_DIR)  # masters of another RTT would keep its delay
-        run_ansible(bench, count, warm=True)  # bring the warm masters up (untimed)
-        # Ours gets its untimed run too: the first push after the hosts start pays their cold
-        # caches (page cache, the agent's compiled bundle), 0.9 s more than the next ones
-        # at 0 ms (bench/NOTES.md, session 11).
-        bench.reset(count)
-        run_ddtree(bench, inventory, dirs["none"])
-        for i in range(runs):
-            for name, fn in tools.items():
-                bench.reset(count)
-                result: ToolRun = fn()
-                check_deployed(bench, count)
-                taken[name].append(result)
-                log(f"A {key} ms run {i + 1}/{runs} {name}: {result.wall_s:.2f} s "
-                    f"(CPU {result.cpu_s:.2f} s, load {result.load_1m:.1f})")  # fmt: skip
-        out["A"][key] = {name: summarise_runs(r) for name, r in taken.items()}
-        ours = [r.wall_s for r in taken[DDTREE_A]]
-        out["A_ratios"][key] = {
-            "cold": paired_ratios([r.wall_s for r in taken[ANSIBLE_COLD]], ours),
-            "warm": paired_ratios([r.wall_s for r in taken[ANSIBLE_WARM]], ours),
-        }
-        if key == "25":
-            out["round_trips"] = {
-                name: per_host_counts([r.stats for r in runs_]) for name, runs_ in taken.items()
-                if runs_[0].stats
-            }  # fmt: skip
-    bench.set_rtt(main_rtt_s)
-
-
-def summarise_runs(runs: list[ToolRun]) -> dict:
-    """Wall medians with min–max, plus CPU seconds and the load average of each run."""
-    return {
-        **summarise([r.wall_s for r in runs]),
-        "cpu_s": summarise([r.cpu_s for r in runs]),
-        "load_1m": [round(r.load_1m, 2) for r in runs],
-    }
-
-
-def per_host_counts(runs: list[dict]) -> dict:
-    """Connects and execs per host per push (max over hosts and runs; they never differ)."""
-    connects = {h["connects"] for run in runs for h in run.values()}
-    execs = {h["execs"] for run in runs for h in run.values()}
-    sent = statistics.median(h["bytes_sent"] for run in runs for h in run.values())
-    return {
-        "connects": sorted(connects),
-        "execs": sorted(execs),
-        "bytes_sent_median": int(sent),
-    }
-
-
-def scenario_a_plus(
-    bench: BenchHosts, dirs: dict[str, Path], runs: int, count: int, out: dict
-) -> None:
-    inventory = bench.write_ddtree_inventory(count)
-    prepared = prepare_patchset(load_patchset(dirs["imports"] / "ddtree" / "1.0.0"))
-    host = load_inventory(inventory).hosts[bench.hosts[0].name]
-    sources = load_smoke_sources(["imports"], default_smoke_dir())
-    smoke = ops.smoke_op(host, bench.site_packages, prepared, sources, 600, ["imports"])
-    suite_input = smoke.args["suites"][0]["input"]
-    pushes, floors, smoke_host_s = [], [], []
-    for i in range(runs):
-        bench.reset(count)
-        pushed = run_ddtree(bench, inventory, dirs["imports"])
-        check_deployed(bench, count)
-        floor = run_smoke_floor(bench, count, suite_input)
-        pushes.append(pushed.wall_s)
-        floors.append(floor.wall_s)
-        smoke_host_s += [
-            e["duration_s"] for e in pushed.events if e["stage"] == "smoke" and e["event"] == "ok"
-        ]
-        log(f"A+ run {i + 1}/{runs}: push {pushed.wall_s:.2f} s, floor {floor.wall_s:.2f} s")
-    overheads = [p - f for p, f in zip(pushes, floors, strict=True)]
-    out["A+"] = {
-        "hosts": count,
-        "push": summarise(pushes),
-        "floor": summarise(floors),
-        "overhead": summarise(overheads),
-        "smoke_on_host": summarise(smoke_host_s),
-    }
 
 
 def scenario_b(bench: BenchHosts, dirs: dict[str, Path], runs: int, sizes: list[int], out: dict):
@@ -273,47 +105,6 @@ def scenario_b(bench: BenchHosts, dirs: dict[str, Path], runs: int, sizes: list[
             "median": statistics.median(out["B"][str(n)]["load_1m"]),
             "all": out["B"][str(n)]["load_1m"],
         }
-
-
-def scenario_i(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -> None:
-    """The `imports` suite vs its floor (ONE fresh process importing every patched module
-    once) on one host with the patched files in place, interleaved, over plain ssh each."""
-    host = bench.hosts[0]
-    bench.reset(1)
-    for rel, data in bench.results.items():  # the patched files, as a push leaves them
-        (host.site_packages_on_disk / rel).write_bytes(data)
-    prepared = prepare_patchset(load_patchset(dirs["imports"] / "ddtree" / "1.0.0"))
-    inventory_host = load_inventory(bench.write_ddtree_inventory(1)).hosts[host.name]
-    sources = load_smoke_sources(["imports"], default_smoke_dir())
-    smoke = ops.smoke_op(inventory_host, bench.site_packages, prepared, sources, 600, ["imports"])
-    suite_dir = host.state_dir_on_disk / "bench-smoke"
-    suite_dir.mkdir(parents=True, exist_ok=True)
-    for suite in smoke.args["suites"]:
-        (suite_dir / f"{suite['name']}.py").write_text(suite["source"])
-    for name, source in smoke.args["support"].items():
-        (suite_dir / name).write_text(source)
-    suite_input = smoke.args["suites"][0]["input"]
-    script = f"{host.state_dir}/bench-smoke/imports.py"
-    imports = "; ".join(f"import {m}" for m in prepared.modules)
-    floor_cmd = f"{bench.python} -c {shlex.quote(imports)}"
-    suites, floors, loads = [], [], []
-    try:
-        for i in range(runs):
-            floor = run_ssh(bench, 0, floor_cmd)
-            suite = run_smoke_floor(bench, 1, suite_input, script=script)
-            floors.append(floor.wall_s)
-            suites.append(suite.wall_s)
-            loads += [floor.load_1m, suite.load_1m]
-            log(f"I run {i + 1}/{runs}: floor {floor.wall_s:.2f} s, suite {suite.wall_s:.2f} s")
-    finally:
-        bench.reset(1)
-    out["I"] = {
-        "modules": prepared.modules,
-        "floor": summarise(floors),
-        "suite": summarise(suites),
-        "ratio": paired_ratios(suites, floors),
-        "load_1m": [round(x, 2) for x in loads],
-    }
 
 
 def scenario_c(bench: BenchHosts, dirs: dict[str, Path], runs: int, rtt_s: float, out: dict):
@@ -443,7 +234,7 @@ def builder_rows(repeats: int, out: dict) -> None:
 
 
 # The scenarios that need the sandbox hosts (the builder rows run without them).
-HOST_SCENARIOS = {"A", "A+", "B", "C", "D", "I", "profile"}
+HOST_SCENARIOS = {"A", "A+", "B", "B-ctl", "C", "D", "I", "profile"}
 
 
 def run_host_scenarios(
@@ -481,6 +272,7 @@ def run_host_scenarios(
             ("A", lambda: scenario_a(bench, dirs, args.runs, args.a_rtts_ms, rtt_s, out)),
             ("A+", lambda: scenario_a_plus(bench, dirs, args.aplus_runs, args.aplus_hosts, out)),
             ("B", lambda: scenario_b(bench, dirs, args.runs, sizes, out)),
+            ("B-ctl", lambda: scenario_b_controller(bench, dirs["none"], args, out)),
             ("C", lambda: scenario_c(bench, dirs, args.runs, rtt_s, out)),
             ("D", lambda: scenario_d(bench, dirs, args.runs, out)),
             ("I", lambda: scenario_i(bench, dirs, args.import_runs, out)),
@@ -504,6 +296,15 @@ def main() -> int:
     parser.add_argument("--a-rtts-ms", type=float, nargs="+", default=[0.0, 25.0, 100.0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--import-runs", type=int, default=3)
+    parser.add_argument("--bctl-runs", type=int, default=3)
+    parser.add_argument(
+        "--bctl-hosts", type=int, nargs="+", default=[1, 16, 64, 256, 1000],
+        help="B-ctl fleet sizes against the recorded-answer stand-in (timing only)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bctl-pinned-hosts", type=int, nargs="+", default=[1, 16],
+        help="B-ctl sizes on real sandbox hosts pinned away from the controller (all tools)",
+    )  # fmt: skip
     parser.add_argument("--builder-repeats", type=int, default=5)
     parser.add_argument(
         "--builder-ref-rounds",
@@ -513,15 +314,15 @@ def main() -> int:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ddtree-bench"))
     parser.add_argument(
-        "--only", nargs="*", default=None, help="A A+ B C D I profile builder builder-ref"
+        "--only", nargs="*", default=None, help="A A+ B B-ctl C D I profile builder builder-ref"
     )
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results.json")
     parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    everything = ["A", "A+", "B", "C", "D", "I", "profile", "builder", "builder-ref"]
+    everything = ["A", "A+", "B", "B-ctl", "C", "D", "I", "profile", "builder", "builder-ref"]
     wanted = set(args.only or everything)
     rtt_s = args.rtt_ms / 1000
-    max_hosts = max([*args.hosts, SCENARIO_A_HOSTS, args.aplus_hosts])
+    max_hosts = max([*args.hosts, *args.bctl_pinned_hosts, SCENARIO_A_HOSTS, args.aplus_hosts])
     out: dict = json.loads(args.results.read_text()) if args.only and args.results.exists() else {}
     started = time.monotonic()
     if wanted & HOST_SCENARIOS:

@@ -84,9 +84,11 @@ def run_ddtree(
     expect_exit: int = 0,
     profile: Path | None = None,
     extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> ToolRun:
     """`ddtree-deploy push --all --yes --json [extra]` through the stats hook; one fresh
-    process (with ``profile``: every controller thread under cProfile, stats written there)."""
+    process (with ``profile``: every controller thread under cProfile, stats written there;
+    ``env``: more environment, e.g. ddtree_push.RECORD_ENV)."""
     compile_ddtree_bytecode()
     stats_path = bench.workdir / "ddtree-stats.json"
     argv = [
@@ -95,7 +97,7 @@ def run_ddtree(
         "-p", "ddtree@1.0.0", "--patchsets-dir", str(patchsets_dir), *(extra or []),
     ]  # fmt: skip
     launched = time.time()
-    timed = _timed(argv, env={PROFILE_ENV: str(profile)} if profile else None)
+    timed = _timed(argv, env={**({PROFILE_ENV: str(profile)} if profile else {}), **(env or {})})
     wall_s, done = timed.wall_s, timed.done
     stats = json.loads(stats_path.read_text())
     if stats["exit_code"] != expect_exit:
