@@ -40,6 +40,13 @@ GATE: dict[str, Any] = {
 }
 
 
+# The `gate` re-check of the good push runs minutes after the baselines were measured, on 2
+# shared cores whose load may change several-fold meanwhile (a loaded run: host1's p95 0.127 s
+# at the push, 0.492 s at the re-check, x3.86): its speed allowances are wide; the doctored
+# control below (100x) lies far past both.
+RECHECK: dict[str, Any] = {**GATE, "max_tokens_per_s_regression": 0.8, "max_p95_latency_ratio": 8.0}
+
+
 def gate_checks(stdout: str, stage: str = "canary") -> dict[str, dict[str, dict]]:
     """host -> check name -> the check, from the `data.gate` of the JSON Lines."""
     found: dict[str, dict[str, dict]] = {}
@@ -118,7 +125,7 @@ def test_a_good_ddtree_passes_the_full_gate_against_its_dflash_baseline(serving,
 
     # `gate`: the host is as good as the baseline its push saved; a doctored baseline is not
     check = serving.cli("gate", "--all", "--gate", "quick", "--record", str(tmp_path / "now"),
-                        gate=GATE)  # fmt: skip
+                        gate=RECHECK)  # fmt: skip
     assert check.returncode == 0, check.stderr[-3000:]
     assert "as good as its baseline (deploy " in " ".join(check.stderr.split())
     recorded = json.loads((tmp_path / "now" / "host0.json").read_text())
