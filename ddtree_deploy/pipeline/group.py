@@ -13,9 +13,8 @@ files and restarts the whole group on the old code the same way. Then every memb
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from ddtree_deploy.agent import Op
 from ddtree_deploy.errors import TransportError
@@ -31,8 +30,18 @@ from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 
-GroupFn = Callable[[list[HostRun]], list[HostResult]]
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+class MapEach(Protocol):
+    """fn on every item at the same time, results in item order: how a group's members do
+    one step together. fleet/ passes its own in (`each_at_once`): no threads start here."""
+
+    def __call__(self, fn: Callable[[T], R], items: Sequence[T], /) -> list[R]: ...
+
+
+GroupFn = Callable[[list[HostRun], MapEach], list[HostResult]]
 
 _RESTART_AT = next(i for i, r in enumerate(PUSH_REQUESTS) if Stage.RESTART in r.stages)
 PHASE_1 = PUSH_REQUESTS[1:_RESTART_AT]  # backup .. reference
@@ -40,11 +49,16 @@ COMMIT = PUSH_REQUESTS[-1]  # journal committed, unlock, prune
 
 
 def push_group(
-    runs: list[HostRun], group: RestartGroup, choice: PatchsetChoice, opts: PushOptions
+    runs: list[HostRun],
+    each: MapEach,
+    group: RestartGroup,
+    choice: PatchsetChoice,
+    opts: PushOptions,
 ) -> list[HostResult]:
-    """Push `choice` to every member of `group` (runs in member order) as one unit; return
-    each member's result in the same order (see the module docstring)."""
-    members = Members(runs, group)
+    """Push `choice` to every member of `group` (runs in member order) as one unit, the
+    members' steps at the same time through `each`; return each member's result in the
+    same order (see the module docstring)."""
+    members = Members(runs, group, each)
     picked = members.each(lambda run: pick_patchset(run, choice))
     versions = {p.ref for p in picked if isinstance(p, PreparedPatchset)}
     if any(isinstance(p, HostResult) for p in picked) or len(versions) != 1:
@@ -132,6 +146,7 @@ class Members:
 
     runs: list[HostRun]
     group: RestartGroup
+    map_each: MapEach
 
     @property
     def index(self) -> dict[str, int]:
@@ -139,13 +154,11 @@ class Members:
 
     def each(self, fn: Callable[[HostRun], T]) -> list[T]:
         """fn on every member at once; results in member order."""
-        with ThreadPoolExecutor(max_workers=len(self.runs)) as pool:
-            return list(pool.map(fn, self.runs))
+        return self.map_each(fn, self.runs)
 
     def each_index(self, fn: Callable[[int], T]) -> list[T]:
         """fn(member position) on every member at once; results in member order."""
-        with ThreadPoolExecutor(max_workers=len(self.runs)) as pool:
-            return list(pool.map(fn, range(len(self.runs))))
+        return self.map_each(fn, range(len(self.runs)))
 
     def start_order(self) -> list[int]:
         """Member positions in start order: workers then leader, or the leader first."""
@@ -280,4 +293,4 @@ def _shown(picked: list[PreparedPatchset | HostResult]) -> str:
     )
 
 
-__all__ = ["GroupFn", "Members", "push_group"]
+__all__ = ["GroupFn", "MapEach", "Members", "push_group"]
