@@ -22,7 +22,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.push import PUSH_REQUESTS, Changes, begin_push, report_suites
-from ddtree_deploy.pipeline.push_gate import PushGate
+from ddtree_deploy.pipeline.push_rollback import finish_rollback
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.select import pick_patchset
@@ -234,8 +234,9 @@ class Members:
 
     def roll_back_all(self, changes: list[Changes], why: str) -> list[HostResult]:
         """Phase 2 failed: restore every member's files, restart the group on the old code,
-        release the locks; ROLLED_BACK, or NEEDS_ATTENTION for all if the old group does
-        not come back."""
+        release the locks, then each member's `finish_rollback` (the leader's baseline
+        confirmed, its drained servers put back); ROLLED_BACK, or NEEDS_ATTENTION for all
+        if the old group does not come back."""
         reason = f"restart group {self.group.name}: {why}"
         for run in self.runs:  # fresh connections: the failure may have been a cut one
             run.transport.close()
@@ -249,26 +250,19 @@ class Members:
         back = self.restart_all()
         for run in self.runs:
             run.release_lock()
-        lead = changes[self.index[self.group.leader]]
         healthy = back is None and all(r.outcome == Outcome.ROLLED_BACK for r in restored)
-        if lead.traffic is not None:
-            lead.traffic.after_rollback(healthy=healthy)
         results = []
         for result, change in zip(restored, changes, strict=True):
-            if result.outcome != Outcome.ROLLED_BACK:
-                results.append(result)
-            elif back is not None:
+            if result.outcome == Outcome.ROLLED_BACK and back is not None:
                 message = f"{reason}; files restored, but the group did not restart: {back}"
-                results.append(dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION,
-                                                   message=message))  # fmt: skip
-            else:
+                result = dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION,
+                                             message=message)  # fmt: skip
+            elif result.outcome == Outcome.ROLLED_BACK:
                 message = f"{reason}; rolled back{saved_note(result)}"
-                results.append(dataclasses.replace(result, message=message))
-            if change.gate is not None:
-                gate: PushGate = change.gate
-                results[-1] = dataclasses.replace(
-                    results[-1], details={**results[-1].details, "gate": gate.details()}
-                )
+                result = dataclasses.replace(result, message=message)
+            # the leader carries the group's gate and drain: its baseline confirmed once
+            # the whole group is back on the old code
+            results.append(finish_rollback(result, True, change.gate, change.traffic, healthy))
         return results
 
 
