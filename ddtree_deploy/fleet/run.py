@@ -1,5 +1,9 @@
 """Run one per-host function across hosts: bounded concurrency, canary, waves, max-fail, undo.
 
+One unit type: a restart group's hosts run as one unit, and a lone host is a unit of one,
+so both go through the same start, failure count and undo. The only threads are here: the
+waves' pool and `each_at_once`, which a unit's function gets for its members' steps.
+
 Each host gets one transport (one SSH connection) for the whole command: a host whose change
 may still be undone keeps its connection open until the run ends, and the undo reuses it.
 The policy (`RolloutPolicy`, waves) is fleet/policy.py; connections the CLI opened before
