@@ -1,5 +1,9 @@
 """Run one per-host function across hosts: bounded concurrency, canary, waves, max-fail, undo.
 
+One unit type: a restart group's hosts run as one unit, and a lone host is a unit of one,
+so both go through the same start, failure count and undo. The only threads are here: the
+waves' pool and `each_at_once`, which a unit's function gets for its members' steps.
+
 Each host gets one transport (one SSH connection) for the whole command: a host whose change
 may still be undone keeps its connection open until the run ends, and the undo reuses it.
 The policy (`RolloutPolicy`, waves) is fleet/policy.py; connections the CLI opened before
@@ -11,25 +15,29 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ddtree_deploy.events import EventSink, HostRecorder, Stage
 from ddtree_deploy.fleet import ahead
 from ddtree_deploy.fleet.policy import RolloutPolicy, Wave, plan_waves, stop_reason
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline import HostRun
+from ddtree_deploy.pipeline.group import MapEach
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.transport import Transport, open_transport
 
 HostFn = Callable[[HostRun], HostResult]
 # Undo a host's successful change after the fleet stopped: (its run, the result it ended with).
 UndoFn = Callable[[HostRun, HostResult], HostResult]
-# A restart group's members run together: their runs in member order -> their results.
-GroupFn = Callable[[list[HostRun]], list[HostResult]]
-GroupUndoFn = Callable[[list[HostRun], list[HostResult]], list[HostResult]]
+# A unit's members run together: (their runs in member order, the fleet's `each_at_once`
+# for what they do at the same time) -> their results in the same order.
+GroupFn = Callable[[list[HostRun], MapEach], list[HostResult]]
+GroupUndoFn = Callable[[list[HostRun], list[HostResult], MapEach], list[HostResult]]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def host_transport(host: Host) -> Transport:
@@ -41,7 +49,10 @@ def host_transport(host: Host) -> Transport:
 @dataclass(frozen=True)
 class GroupUnit:
     """Hosts the fleet runs as ONE unit (a restart group): one slot of a wave, one failure
-    for max-fail and canary, their function run with all of them, undone together."""
+    for max-fail and canary, their function run with all of them, undone together.
+
+    `fn` and `undo` get the fleet's `each_at_once` to run member steps at the same time
+    (pipeline/group.py starts no threads of its own)."""
 
     name: str
     members: tuple[str, ...]
@@ -51,6 +62,45 @@ class GroupUnit:
     @property
     def key(self) -> str:
         return f"group {self.name}"
+
+
+def each_at_once(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """fn on every item at the same time, one thread each; the results in item order.
+
+    The `MapEach` a unit's function gets: the only place a restart group's members run in
+    parallel (house rule 10: concurrency lives in fleet/). An exception in fn propagates."""
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """What the runner starts, counts and undoes: a restart group, or a lone host as a
+    group of one (its function wrapped to take and give lists)."""
+
+    key: str
+    members: tuple[str, ...]
+    fn: GroupFn
+    undo: GroupUndoFn | None
+    group: GroupUnit | None = None  # None: a lone host
+
+    @classmethod
+    def single(cls, name: str, fn: HostFn, undo: UndoFn | None) -> _Unit:
+        def run_one(runs: list[HostRun], each: MapEach) -> list[HostResult]:
+            return [fn(runs[0])]
+
+        def undo_one(
+            runs: list[HostRun], done: list[HostResult], each: MapEach
+        ) -> list[HostResult]:
+            assert undo is not None  # only built with an undo
+            return [undo(runs[0], done[0])]
+
+        return cls(name, (name,), run_one, undo_one if undo is not None else None)
+
+    @classmethod
+    def of_group(cls, group: GroupUnit, undo: UndoFn | None) -> _Unit:
+        """The group's unit; it is undone only when the fleet has an undo as well."""
+        return cls(group.key, group.members, group.fn, group.undo if undo else None, group)
 
 
 SUCCESS = frozenset({Outcome.OK, Outcome.NO_CHANGES})
@@ -96,18 +146,6 @@ class _HostSession:
         )
         self.wave = wave
         self.duration_s = 0.0
-
-    def attempt(self, fn: HostFn) -> HostResult:
-        """fn on this host, timed; a bug in fn becomes NEEDS_ATTENTION, not a dead fleet."""
-        started = time.monotonic()
-        try:
-            result = fn(self.run)
-        except Exception as exc:  # one host's bug must not kill the fleet
-            result = self.run.result(
-                Outcome.NEEDS_ATTENTION, f"internal error: {type(exc).__name__}: {exc}"
-            )
-        self.duration_s += time.monotonic() - started
-        return result
 
     def finish(self, result: HostResult) -> HostResult:
         """Close the transport, emit the host's one `summary` event; return the result
@@ -162,102 +200,95 @@ def run_rollout(
     """fn on every host wave by wave; after a stop, undo the hosts this run changed.
 
     `groups`: restart groups among the hosts (every member selected): each is one unit of
-    the waves, run with its own function on all its members at once.
+    the waves, run with its own function on all its members at once. Every other host is
+    a unit of one; both go through the same start, failure count and undo.
 
     A host not started when the fleet stops ends NOT_STARTED (a `connect` skip event) and is
-    never touched. With `undo` and `policy.rollback_on_abort`, every host that ended OK with a
-    deploy_id is undone once the failed wave has settled, so the fleet ends where it began.
+    never touched. With `undo` and `policy.rollback_on_abort`, every unit whose hosts all
+    ended OK with a deploy_id is undone once the failed wave has settled, so the fleet ends
+    where it began.
     """
-    rollout = _Rollout(hosts, fn, run_id, sink, policy, undo, groups)
-    return rollout.run()
+    grouped = {member: g for g in groups for member in g.members}
+    units: dict[str, _Unit] = {}
+    for host in hosts:
+        if (group := grouped.get(host.name)) is not None:
+            units.setdefault(group.key, _Unit.of_group(group, undo))
+        else:
+            units[host.name] = _Unit.single(host.name, fn, undo)
+    return _Rollout(hosts, units, run_id, sink, policy).run()
 
 
 @dataclass
 class _Rollout:
     hosts: list[Host]
-    fn: HostFn
+    units: dict[str, _Unit]  # by key, in selection order
     run_id: str
     sink: EventSink
     policy: RolloutPolicy
-    undo: UndoFn | None
-    groups: tuple[GroupUnit, ...] = ()
     results: dict[str, HostResult] = field(default_factory=dict)
-    kept: dict[str, _HostSession] = field(default_factory=dict)
-    kept_groups: dict[str, list[_HostSession]] = field(default_factory=dict)
+    kept: dict[str, list[_HostSession]] = field(default_factory=dict)  # unit key -> sessions
     failed: int = 0
     failed_in_wave: dict[int, int] = field(default_factory=dict)
     stopped: str | None = None
     waves: list[Wave] = field(default_factory=list)
-    units: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self) -> FleetResult:
         by_name = {h.name: h for h in self.hosts}
-        units = {g.key: g for g in self.groups}
-        unit_of = {member: g.key for g in self.groups for member in g.members}
-        keys = list(dict.fromkeys(unit_of.get(h.name, h.name) for h in self.hosts))
-        self.units = len(keys)
-        waves = self.waves = plan_waves(keys, self.policy.canary, self.policy.batches)
-        workers = max(1, min(self.policy.parallel, len(keys)))
+        waves = self.waves = plan_waves(list(self.units), self.policy.canary, self.policy.batches)
+        workers = max(1, min(self.policy.parallel, len(self.units)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for wave in waves:
                 if self.stopped:
                     break
-                list(
-                    pool.map(
-                        lambda key, w=wave: (
-                            self._start_group(units[key], by_name, w)
-                            if key in units
-                            else self._start(by_name[key], w)
-                        ),
-                        wave.hosts,
-                    )
-                )
+                list(pool.map(lambda key, w=wave: self._start(self.units[key], by_name, w),
+                              wave.hosts))  # fmt: skip
             wave_of = {
                 member: _label(w, waves)
                 for w in waves
                 for key in w.hosts
-                for member in (units[key].members if key in units else (key,))
+                for member in self.units[key].members
             }
             for host in self.hosts:
                 if host.name not in self.results:
                     self._skip(host, wave_of.get(host.name, ""))
-            undoing = self.stopped and self.undo and self.policy.rollback_on_abort
-            if undoing and self.kept:
+            if self.stopped and self.policy.rollback_on_abort and self.kept:
                 list(pool.map(self._undo, list(self.kept)))
-            if undoing and self.kept_groups:
-                list(pool.map(lambda key: self._undo_group(units[key]), list(self.kept_groups)))
-        for name, session in list(self.kept.items()):
-            self.results[name] = session.finish(self.results[name])
-        for group_sessions in self.kept_groups.values():
-            for session in group_sessions:
+        for sessions in self.kept.values():
+            for session in sessions:
                 name = session.run.host.name
                 self.results[name] = session.finish(self.results[name])
         ordered = [self.results[h.name] for h in self.hosts]
         return FleetResult(ordered, waves, self.stopped)
 
-    def _start(self, host: Host, wave: Wave) -> None:
+    def _start(self, unit: _Unit, by_name: dict[str, Host], wave: Wave) -> None:
+        """The unit's function on all its hosts at once; one failure for the unit."""
         with self._lock:
             if self.stopped:
-                return  # becomes NOT_STARTED below
-        session = _HostSession(host, self.run_id, self.sink, _label(wave, self.waves))
-        result = session.attempt(self.fn)
+                return  # its hosts become NOT_STARTED
+        label = _label(wave, self.waves)
+        sessions = [
+            _HostSession(by_name[m], self.run_id, self.sink, label, unit.group)
+            for m in unit.members
+        ]
+        results = _timed(sessions, lambda runs: unit.fn(runs, each_at_once))
         keep = (
-            self.undo is not None
+            unit.undo is not None
             and self.policy.rollback_on_abort
-            and result.outcome == Outcome.OK
-            and result.deploy_id is not None
+            and all(r.outcome == Outcome.OK and r.deploy_id is not None for r in results)
         )
         with self._lock:
-            self.results[host.name] = result
+            for result in results:
+                self.results[result.host] = result
             if keep:
-                self.kept[host.name] = session
-            if result.outcome not in SUCCESS:
+                self.kept[unit.key] = sessions
+            if any(r.outcome not in SUCCESS for r in results):
                 self._count_failure(wave)
         if not keep:
-            finished = session.finish(result)
-            with self._lock:
-                self.results[host.name] = finished
+            for session, result in zip(sessions, results, strict=True):
+                finished = session.finish(result)
+                with self._lock:
+                    self.results[result.host] = finished
 
     def _count_failure(self, wave: Wave) -> None:
         """One unit of `wave` failed: count it, and stop the fleet when the policy says so
@@ -266,65 +297,31 @@ class _Rollout:
         self.failed_in_wave[wave.index] = self.failed_in_wave.get(wave.index, 0) + 1
         if self.stopped is None:
             self.stopped = stop_reason(
-                wave, self.failed_in_wave[wave.index], self.failed, self.units, self.policy.max_fail
+                wave,
+                self.failed_in_wave[wave.index],
+                self.failed,
+                len(self.units),
+                self.policy.max_fail,
             )
 
-    def _start_group(self, group: GroupUnit, by_name: dict[str, Host], wave: Wave) -> None:
-        """The group's function on all its members at once; one failure for the unit."""
+    def _undo(self, key: str) -> None:
+        """Undo a unit this run deployed (after the fleet stopped), all its hosts together."""
+        unit, sessions = self.units[key], self.kept[key]
+        undo = unit.undo
+        assert undo is not None  # only units kept for an undo get here
         with self._lock:
-            if self.stopped:
-                return  # its members become NOT_STARTED below
-        label = _label(wave, self.waves)
-        sessions = [
-            _HostSession(by_name[m], self.run_id, self.sink, label, group) for m in group.members
-        ]
-        runs = [session.run for session in sessions]
-        started = time.monotonic()
-        try:
-            results = group.fn(runs)
-        except Exception as exc:  # a bug in the group's run must not kill the fleet
-            why = f"internal error: {type(exc).__name__}: {exc}"
-            results = [run.result(Outcome.NEEDS_ATTENTION, why) for run in runs]
-        for session in sessions:
-            session.duration_s += time.monotonic() - started
-        ok = all(r.outcome in SUCCESS for r in results)
-        keep = (
-            group.undo is not None
-            and self.undo is not None
-            and self.policy.rollback_on_abort
-            and all(r.outcome == Outcome.OK and r.deploy_id for r in results)
-        )
-        with self._lock:
-            for result in results:
-                self.results[result.host] = result
-            if keep:
-                self.kept_groups[group.key] = sessions
-            if not ok:
-                self._count_failure(wave)
-        if not keep:
-            for session, result in zip(sessions, results, strict=True):
-                finished = session.finish(result)
-                with self._lock:
-                    self.results[result.host] = finished
-
-    def _undo_group(self, group: GroupUnit) -> None:
-        """Undo a group this run deployed, together (after the fleet stopped)."""
-        sessions = self.kept_groups[group.key]
-        done = [self.results[s.run.host.name] for s in sessions]
-        assert group.undo is not None  # only groups kept for an undo get here
-        try:
-            undone = group.undo([s.run for s in sessions], done)
-        except Exception as exc:  # as for one host: a result, not a dead fleet
-            why = f"internal error: {type(exc).__name__}: {exc}"
-            undone = [s.run.result(Outcome.NEEDS_ATTENTION, why) for s in sessions]
+            done = [self.results[s.run.host.name] for s in sessions]
+        undone = _timed(sessions, lambda runs: undo(runs, done, each_at_once))
+        with_group = f" with group {unit.group.name}" if unit.group is not None else ""
         for session, before, after in zip(sessions, done, undone, strict=True):
             if after.outcome in (Outcome.OK, Outcome.ROLLED_BACK):
                 outcome = Outcome.ROLLED_BACK
-                message = f"deployed, then rolled back with group {group.name}: fleet stopped"
+                message = f"deployed, then rolled back{with_group}: fleet stopped ({self.stopped})"
             else:
                 outcome = Outcome.NEEDS_ATTENTION
-                message = f"deployed; the group's rollback after the stop failed: {after.message}"
-            self.results[before.host] = HostResult(
+                message = f"deployed; rollback{with_group} after the fleet stopped failed: "
+                message += after.message
+            undone_result = HostResult(
                 host=before.host,
                 outcome=outcome,
                 message=message,
@@ -332,6 +329,8 @@ class _Rollout:
                 details={**before.details, "undo": after.message},
                 records=session.recorder.records,
             )
+            with self._lock:
+                self.results[before.host] = undone_result
 
     def _skip(self, host: Host, wave: str) -> None:
         recorder = HostRecorder(host=host.name, run_id=self.run_id, sink=self.sink)
@@ -340,26 +339,22 @@ class _Rollout:
         result = HostResult(host.name, Outcome.NOT_STARTED, reason, records=recorder.records)
         self.results[host.name] = summarise(recorder, result, 0.0, wave)
 
-    def _undo(self, name: str) -> None:
-        session = self.kept[name]
-        done = self.results[name]
-        undo = self.undo
-        assert undo is not None  # only hosts kept for an undo get here
-        undone = session.attempt(lambda run: undo(run, done))
-        if undone.outcome in (Outcome.OK, Outcome.ROLLED_BACK):
-            outcome = Outcome.ROLLED_BACK
-            message = f"deployed, then rolled back: fleet stopped ({self.stopped})"
-        else:
-            outcome = Outcome.NEEDS_ATTENTION
-            message = f"deployed; rollback after the fleet stopped failed: {undone.message}"
-        self.results[name] = HostResult(
-            host=name,
-            outcome=outcome,
-            message=message,
-            deploy_id=done.deploy_id,
-            details={**done.details, "undo": undone.message},
-            records=session.recorder.records,
-        )
+
+def _timed(
+    sessions: list[_HostSession], fn: Callable[[list[HostRun]], list[HostResult]]
+) -> list[HostResult]:
+    """fn on the sessions' runs, its time added to each session; a bug in fn becomes
+    NEEDS_ATTENTION for every host, not a dead fleet."""
+    runs = [session.run for session in sessions]
+    started = time.monotonic()
+    try:
+        results = fn(runs)
+    except Exception as exc:  # one unit's bug must not kill the fleet
+        why = f"internal error: {type(exc).__name__}: {exc}"
+        results = [run.result(Outcome.NEEDS_ATTENTION, why) for run in runs]
+    for session in sessions:
+        session.duration_s += time.monotonic() - started
+    return results
 
 
 def _label(wave: Wave, waves: list[Wave]) -> str:

@@ -13,9 +13,8 @@ files and restarts the whole group on the old code the same way. Then every memb
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from ddtree_deploy.agent import Op
 from ddtree_deploy.errors import TransportError
@@ -23,7 +22,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.push import PUSH_REQUESTS, Changes, begin_push, report_suites
-from ddtree_deploy.pipeline.push_gate import PushGate
+from ddtree_deploy.pipeline.push_rollback import finish_rollback
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.select import pick_patchset
@@ -31,8 +30,18 @@ from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 
-GroupFn = Callable[[list[HostRun]], list[HostResult]]
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+class MapEach(Protocol):
+    """fn on every item at the same time, results in item order: how a group's members do
+    one step together. fleet/ passes its own in (`each_at_once`): no threads start here."""
+
+    def __call__(self, fn: Callable[[T], R], items: Sequence[T], /) -> list[R]: ...
+
+
+GroupFn = Callable[[list[HostRun], MapEach], list[HostResult]]
 
 _RESTART_AT = next(i for i, r in enumerate(PUSH_REQUESTS) if Stage.RESTART in r.stages)
 PHASE_1 = PUSH_REQUESTS[1:_RESTART_AT]  # backup .. reference
@@ -40,11 +49,16 @@ COMMIT = PUSH_REQUESTS[-1]  # journal committed, unlock, prune
 
 
 def push_group(
-    runs: list[HostRun], group: RestartGroup, choice: PatchsetChoice, opts: PushOptions
+    runs: list[HostRun],
+    each: MapEach,
+    group: RestartGroup,
+    choice: PatchsetChoice,
+    opts: PushOptions,
 ) -> list[HostResult]:
-    """Push `choice` to every member of `group` (runs in member order) as one unit; return
-    each member's result in the same order (see the module docstring)."""
-    members = Members(runs, group)
+    """Push `choice` to every member of `group` (runs in member order) as one unit, the
+    members' steps at the same time through `each`; return each member's result in the
+    same order (see the module docstring)."""
+    members = Members(runs, group, each)
     picked = members.each(lambda run: pick_patchset(run, choice))
     versions = {p.ref for p in picked if isinstance(p, PreparedPatchset)}
     if any(isinstance(p, HostResult) for p in picked) or len(versions) != 1:
@@ -132,6 +146,7 @@ class Members:
 
     runs: list[HostRun]
     group: RestartGroup
+    map_each: MapEach
 
     @property
     def index(self) -> dict[str, int]:
@@ -139,13 +154,11 @@ class Members:
 
     def each(self, fn: Callable[[HostRun], T]) -> list[T]:
         """fn on every member at once; results in member order."""
-        with ThreadPoolExecutor(max_workers=len(self.runs)) as pool:
-            return list(pool.map(fn, self.runs))
+        return self.map_each(fn, self.runs)
 
     def each_index(self, fn: Callable[[int], T]) -> list[T]:
         """fn(member position) on every member at once; results in member order."""
-        with ThreadPoolExecutor(max_workers=len(self.runs)) as pool:
-            return list(pool.map(fn, range(len(self.runs))))
+        return self.map_each(fn, range(len(self.runs)))
 
     def start_order(self) -> list[int]:
         """Member positions in start order: workers then leader, or the leader first."""
@@ -221,8 +234,9 @@ class Members:
 
     def roll_back_all(self, changes: list[Changes], why: str) -> list[HostResult]:
         """Phase 2 failed: restore every member's files, restart the group on the old code,
-        release the locks; ROLLED_BACK, or NEEDS_ATTENTION for all if the old group does
-        not come back."""
+        release the locks, then each member's `finish_rollback` (the leader's baseline
+        confirmed, its drained servers put back); ROLLED_BACK, or NEEDS_ATTENTION for all
+        if the old group does not come back."""
         reason = f"restart group {self.group.name}: {why}"
         for run in self.runs:  # fresh connections: the failure may have been a cut one
             run.transport.close()
@@ -236,28 +250,19 @@ class Members:
         back = self.restart_all()
         for run in self.runs:
             run.release_lock()
-        lead = changes[self.index[self.group.leader]]
         healthy = back is None and all(r.outcome == Outcome.ROLLED_BACK for r in restored)
-        if lead.traffic is not None:
-            lead.traffic.after_rollback(healthy=healthy)
         results = []
         for result, change in zip(restored, changes, strict=True):
-            if result.outcome != Outcome.ROLLED_BACK:
-                results.append(result)
-            elif back is not None:
+            if result.outcome == Outcome.ROLLED_BACK and back is not None:
                 message = f"{reason}; files restored, but the group did not restart: {back}"
-                results.append(dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION,
-                                                   message=message))  # fmt: skip
-            else:
+                result = dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION,
+                                             message=message)  # fmt: skip
+            elif result.outcome == Outcome.ROLLED_BACK:
                 message = f"{reason}; rolled back{saved_note(result)}"
-                results.append(dataclasses.replace(result, message=message))
-            if change.gate is not None:
-                gate: PushGate = change.gate
-                results[-1] = dataclasses.replace(
-                    results[-1],
-                    outcome=gate.escalate(results[-1].outcome),
-                    details={**results[-1].details, "gate": gate.details()},
-                )
+                result = dataclasses.replace(result, message=message)
+            # the leader carries the group's gate and drain: its baseline confirmed once
+            # the whole group is back on the old code
+            results.append(finish_rollback(result, True, change.gate, change.traffic, healthy))
         return results
 
 
@@ -282,4 +287,4 @@ def _shown(picked: list[PreparedPatchset | HostResult]) -> str:
     )
 
 
-__all__ = ["GroupFn", "Members", "push_group"]
+__all__ = ["GroupFn", "MapEach", "Members", "push_group"]

@@ -12,18 +12,19 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
-from ddtree_deploy.pipeline.group import Members
+from ddtree_deploy.pipeline.group import MapEach, Members
 from ddtree_deploy.pipeline.recover import recover_host
 from ddtree_deploy.pipeline.rollback import rollback_host
 from ddtree_deploy.results import HostResult, Outcome
 
 
 def undo_group(
-    runs: list[HostRun], done: list[HostResult], group: RestartGroup, holder: str
+    runs: list[HostRun], done: list[HostResult], each: MapEach, group: RestartGroup, holder: str
 ) -> list[HostResult]:
     """Roll back every member's deploy of `done` (the fleet stopped after the group was
-    pushed), then restart the group on the old code together."""
-    members = Members(runs, group)
+    pushed), then restart the group on the old code together (`each`: the fleet's map
+    that runs the members' steps at the same time)."""
+    members = Members(runs, group, each)
     undone = members.each_index(
         lambda i: rollback_host(runs[i], holder, done[i].deploy_id, restart=False)
     )
@@ -32,6 +33,7 @@ def undo_group(
 
 def rollback_group(
     runs: list[HostRun],
+    each: MapEach,
     group: RestartGroup,
     holder: str,
     to: str | None = None,
@@ -42,14 +44,15 @@ def rollback_group(
     """`rollback` of a whole restart group: every member's last committed deploy (or backup
     `to`) restored, then the group restarted together (stop all, start in order). A member
     with hand-edited files is refused (see rollback_host; `force`) and the group is then
-    not restarted."""
-    members = Members(runs, group)
+    not restarted. `each`: the fleet's map that runs the members' steps at the same time."""
+    members = Members(runs, group, each)
     undone = members.each(lambda run: rollback_host(run, holder, to, False, break_lock, force))
     return _restart_after(members, undone, restart)
 
 
 def recover_group(
     runs: list[HostRun],
+    each: MapEach,
     group: RestartGroup,
     holder: str,
     restart: bool = True,
@@ -62,8 +65,9 @@ def recover_group(
 
     A member whose facts cannot be read ends the recovery before anything changes (the
     others are left as they are: restoring some ranks only would mix the group's code).
+    `each`: the fleet's map that runs the members' steps at the same time.
     """
-    members = Members(runs, group)
+    members = Members(runs, group, each)
     found = members.each(lambda run: read_facts(run, None, Stage.PREFLIGHT))
     unread = next((f for f in found if isinstance(f, HostResult)), None)
     if unread is not None:

@@ -1,5 +1,6 @@
 """`push` for one host: one round trip per row of PUSH_REQUESTS, and automatic rollback
-when any request from install on fails (docs/architecture.md, "One push, round trips")."""
+when any request from install on fails (docs/architecture.md, "One push, round trips");
+how a rollback ends is pipeline/push_rollback.py."""
 
 from __future__ import annotations
 
@@ -15,19 +16,15 @@ from ddtree_deploy.errors import ConfigError, TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step, holder_is_dead, new_deploy_id
 from ddtree_deploy.pipeline.push_gate import PushGate
+from ddtree_deploy.pipeline.push_rollback import roll_back_lost, roll_back_push
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
-from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.traffic import Traffic
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.gate_plan import plan_gate
 from ddtree_deploy.stages.prepared import check_smoke_sources
-from ddtree_deploy.stages.smoke_results import (
-    describe_smoke_failure,
-    describe_suite,
-    suite_results,
-)
+from ddtree_deploy.stages.smoke_results import describe_suite, suite_results
 
 
 class OnFail(StrEnum):
@@ -210,7 +207,7 @@ class Changes:
         try:
             response = run.call(steps, judged=_GATE_STAGES)
         except TransportError as exc:
-            return _lost(push, exc, steps[0][0], self.restarted, self.traffic)
+            return roll_back_lost(push, exc, steps[0][0], self.restarted, self.gate, self.traffic)
         gate = self.gate
         if gate is not None and response.ok and (why := _judge(gate, request, response)):
             return self.rollback(why, response)
@@ -227,11 +224,11 @@ class Changes:
             run.release_lock()
             message = f"{_error(response)}; site-packages untouched"
             return run.result(Outcome.ROLLED_BACK, message, deploy_id=push.deploy_id)
-        return _rollback(push, response, self.restarted, gate, traffic=self.traffic)
+        return roll_back_push(push, response, self.restarted, gate, traffic=self.traffic)
 
     def rollback(self, reason: str, response: AgentResponse | None = None) -> HostResult:
         """Restore the backup because of `reason` (no op of this host failed)."""
-        return _rollback(
+        return roll_back_push(
             self.push, response, self.restarted, self.gate, reason=reason, traffic=self.traffic
         )
 
@@ -289,85 +286,3 @@ def _holder(lock: LockRecord) -> str:
 def _error(response: AgentResponse) -> str:
     failed = response.failed
     return (failed.error or failed.code or "failed") if failed else (response.error or "")
-
-
-def _rollback(
-    push: PushSteps,
-    response: AgentResponse | None,
-    restarted: bool,
-    gate: PushGate | None = None,
-    reason: str = "",
-    traffic: Traffic | None = None,
-) -> HostResult:
-    """A request failed after site-packages may have changed: restore the backup.
-
-    `reason`: why, when no op failed (the serving gate's verdict, a failed drain). After a
-    rollback that restarted the server, the gate replays again: an old server not back at
-    its baseline needs attention (exit 3). Servers a drain took out go back to their router
-    once the old server is healthy; the on_rollback hook runs last.
-    """
-    failed = None if reason or response is None else response.failed
-    reason = reason or _failure_reason(response)
-    result = restore_backup(
-        push.run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package, force=True, holder=push.opts.holder,
-    )  # fmt: skip
-    details = result.details
-    if failed is not None:
-        failure = {"op": failed.op, "code": failed.code, "data": failed.data}
-        details = {**details, "failure": failure}
-    rolled = result.outcome == Outcome.ROLLED_BACK
-    message = f"{reason}; rolled back{saved_note(result)}" if rolled else result.message
-    outcome = result.outcome
-    if gate is not None and restarted and outcome == Outcome.ROLLED_BACK:
-        not_back = gate.confirm_rollback(push.deploy_id)
-        if not_back is not None:
-            outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {not_back}"
-    if gate is not None:
-        details = {**details, "gate": gate.details()}
-    if traffic is not None:
-        why = traffic.after_rollback(healthy=outcome == Outcome.ROLLED_BACK)
-        if why is not None:
-            outcome, message = Outcome.NEEDS_ATTENTION, f"{message}, but {why}"
-    outcome = gate.escalate(outcome) if gate is not None else outcome  # a person decides
-    return dataclasses.replace(result, outcome=outcome, details=details, message=message)
-
-
-def _failure_reason(response: AgentResponse | None) -> str:
-    """Why a request failed, naming the op (and for smoke, the check and its reason)."""
-    if response is None:
-        return "failed"
-    failed = response.failed
-    if failed is None:  # the agent refused the whole request
-        return f"failed: {response.error}"
-    if failed.code == Code.SMOKE_FAILED:
-        suites = suite_results(failed)
-        return f"{failed.op} failed: {describe_smoke_failure(suites) or failed.error}"
-    return f"{failed.op} failed: {failed.error}"
-
-
-def _lost(
-    push: PushSteps,
-    exc: TransportError,
-    stage: Stage,
-    restarted: bool,
-    traffic: Traffic | None = None,
-) -> HostResult:
-    """The connection broke mid-request: try once to roll back over a fresh connection."""
-    run = push.run
-    run.transport.close()
-    reason = f"{stage}: {exc}"
-    result = restore_backup(
-        run, push.deploy_id, restarted, Stage.ROLLBACK, reason=reason,
-        package=push.prepared.package, force=True, holder=push.opts.holder,
-    )  # fmt: skip
-    if traffic is not None:
-        why = traffic.after_rollback(healthy=result.outcome == Outcome.ROLLED_BACK)
-        if why is not None:
-            message = f"{result.message}, but {why}"
-            return dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION, message=message)
-    if result.outcome == Outcome.ROLLED_BACK:
-        return result
-    why = str(exc).removeprefix(f"{exc.host}: ").removeprefix("connection lost: ")
-    message = f"connection lost during {stage} and rollback impossible: {why}; {result.message}"
-    return dataclasses.replace(result, message=message)
