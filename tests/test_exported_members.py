@@ -125,6 +125,7 @@ EXPORTED = {
         "write_patchset",
     ],
     "ddtree_deploy.transport": [
+        "AgentExit",
         "FakeTransport",
         "LocalTransport",
         "SSHTransport",

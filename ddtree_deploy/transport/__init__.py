@@ -13,7 +13,7 @@ from ddtree_deploy.inventory import Host
 from ddtree_deploy.lazy import lazy_exports
 from ddtree_deploy.transport import deferred as _deferred
 from ddtree_deploy.transport.base import Transport, TransportStats
-from ddtree_deploy.transport.fake import FakeTransport
+from ddtree_deploy.transport.fake import AgentExit, FakeTransport
 from ddtree_deploy.transport.local import LocalTransport
 
 if typing.TYPE_CHECKING:
@@ -36,6 +36,7 @@ __getattr__ = lazy_exports(__name__, {"ssh": ("SSHTransport",)})
 
 
 __all__ = [
+    "AgentExit",
     "FakeTransport",
     "LocalTransport",
     "SSHTransport",
