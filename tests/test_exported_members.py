@@ -128,6 +128,7 @@ EXPORTED = {
         "write_patchset",
     ],
     "ddtree_deploy.transport": [
+        "AgentExit",
         "FakeTransport",
         "LocalTransport",
         "SSHTransport",

@@ -16,7 +16,9 @@ Rich's console, the inventory and patchset models); each command imports the pip
 fleet's runner and the report inside its body, after `rollout.connect_first_hosts` has
 started opening the connections of the hosts it starts first (fleet/ahead.py), so the SSH
 handshakes (mostly waiting) overlap those imports (CPU); `--help` and refused input never
-load them. tests/cli/test_startup.py keeps it so; bench/NOTES.md has the numbers.
+load them. tests/cli/test_startup.py keeps it so; bench/NOTES.md has the numbers. Importing
+this package changes nothing process-wide: the collector tweak of start-up is the console
+script's (`ddtree_deploy.__main__.main`), the `invoke` stand-in is `main`'s.
 
 Modules: `app` (root and mounting), `context` (shared options, RunContext), `command` (the
 decorators), `options` (options several commands take), `choice` (patchset per host),
@@ -27,31 +29,25 @@ plan, rollback, recover, status, history, smoke, hosts, backups, patchsets.
 """
 
 import atexit
-import gc
 import os
 import sys
 import threading
 import typing
 
-# Start-up allocates a few hundred thousand objects (Typer, Rich, pydantic models) and frees
-# almost none: the collections they would trigger are pure cost (~10-20% of the imports).
-# Then `gc.freeze()` moves them out of the collector's sight for good: they stay in memory
-# either way, and without it the first collection after `gc.enable()` walks every one of
-# them (~55 ms), and the run's generation-1 passes walk them again (~60 ms in a push).
-_collecting = gc.isenabled()
-gc.disable()
-try:
-    from .app import app
-    from .context import Output, RunContext, SharedOptions, Targets
-finally:
-    if _collecting:
-        gc.freeze()
-        gc.enable()
+from ddtree_deploy.lazy import defer_invoke
+
+from .app import app
+from .context import Output, RunContext, SharedOptions, Targets
 
 
 def main() -> typing.NoReturn:
-    """Run the command line (the `ddtree-deploy` console script), then `leave` with its
-    exit status."""
+    """Run the command line, then `leave` with its exit status.
+
+    The console script (`ddtree_deploy.__main__.main`) imports this package and calls it.
+    Before any command runs it puts the `invoke` stand-in in place (lazy.defer_invoke): a
+    process-wide change made here, never when the package is imported.
+    """
+    defer_invoke()
     try:
         app()
     except SystemExit as exc:

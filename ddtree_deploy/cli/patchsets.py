@@ -29,8 +29,7 @@ from .options import PatchsetsDirOpt
 from .wheels import CACHE_HELP, fetch_wheels
 
 if TYPE_CHECKING:  # `new` and `dedupe` import their machinery when they run (start-up time)
-    from ddtree_deploy.patchset.author import FileRow
-    from ddtree_deploy.patchset.capture import Capture
+    from ddtree_deploy.patchset.author import CaptureSource, FileRow
 
 patchset_app = typer.Typer(
     help=f"Patchsets on disk: list, lock, verify, new, port, diff.\n\n{CACHE_HELP}",
@@ -217,67 +216,60 @@ def new(
     patchsets_dir: PatchsetsDirOpt = None,
 ) -> None:
     """Capture an edit as a new locked patchset: diffs against the pristine pinned wheel."""
-    from ddtree_deploy.patchset.author import (
-        parse_new_ref,
-        parse_target,
-        prepare_plan,
-        write_patchset,
-    )
+    from ddtree_deploy.patchset.author import NewPatchset, WrittenPatchset, new_patchset
+
+    source = _capture_source(run, from_tree, from_diff, from_host, strip, inventory, target)
+    base = patchsets_dir or default_patchsets_dir()
+    request = NewPatchset.parse(base, ref, target, description, like)
+    fetch_wheels(run, request.target)  # says on stderr what it downloads
+    done = new_patchset(request, source, dry_run)
+    if not isinstance(done, WrittenPatchset):
+        run.console.print(_file_table(done.rows, f"{request.ref} (dry run)"))
+        run.console.print("dry run: nothing written", markup=False)
+        return
+    run.console.print(_file_table(done.plan.rows, request.ref))
+    shown = done.root.relative_to(base.parent) if base.is_absolute() else done.root
+    run.console.print(f"wrote {shown} (locked, {len(done.lock.files)} files)", markup=False)
+
+
+def _capture_source(
+    run: RunContext,
+    from_tree: Path | None,
+    from_diff: Path | None,
+    from_host: str | None,
+    strip: int | None,
+    inventory: Path | None,
+    target: str,
+) -> CaptureSource:
+    """The one source `patchset new` was given (--from-tree, --from-diff or --from-host),
+    as a function of the pristine wheel; raises PatchsetError for none, several, or a flag
+    that goes with another source (--strip, --inventory)."""
+    from ddtree_deploy.patchset.author import parse_target
     from ddtree_deploy.patchset.capture import capture_from_diff, capture_from_tree
-    from ddtree_deploy.patchset.materialize import fetch_wheel
 
     from .from_host import capture_inventory_host
 
-    sources = [
-        flag
-        for flag, value in (
-            ("--from-tree", from_tree),
-            ("--from-diff", from_diff),
-            ("--from-host", from_host),
-        )
-        if value is not None
-    ]
-    if len(sources) != 1:
-        given = " and ".join(sources) or "none"
+    given = {"--from-tree": from_tree, "--from-diff": from_diff, "--from-host": from_host}
+    named = [flag for flag, value in given.items() if value is not None]
+    if len(named) != 1:
         raise PatchsetError(
             "give exactly one source, --from-tree DIR, --from-diff FILE or --from-host HOST "
-            f"({given} given)"
+            f"({' and '.join(named) or 'none'} given)"
         )
     if strip is not None and from_diff is None:
         raise PatchsetError("--strip goes with --from-diff")
     if inventory is not None and from_host is None:
         raise PatchsetError("--inventory goes with --from-host")
     pinned = parse_target(target)
-    name, version = parse_new_ref(ref, pinned)
-    base = patchsets_dir or default_patchsets_dir()
-    if (base / name / version).exists():
-        raise PatchsetError(
-            f"{base / name / version}: already exists; a released version never changes"
-        )
-    lent = resolve_patchset(base, like) if like else None
-    fetch_wheels(run, pinned)
-    wheel = fetch_wheel(pinned)
-    capture: Capture
+    package = pinned.package
     if from_tree is not None:
-        capture = capture_from_tree(from_tree, wheel, pinned.package)
-    elif from_diff is not None:
-        capture = capture_from_diff(from_diff, strip, wheel, pinned.package)
-    elif from_host is not None:
-        inventory = inventory or run.options.inventory  # -i before `patchset` counts too
-        capture = capture_inventory_host(run.console, inventory, from_host, pinned)
-    else:  # not reached: exactly one source was checked above
-        raise PatchsetError("no source given")
-    args = (base, name, version, pinned, capture, wheel, lent, description)
-    if dry_run:
-        plan = prepare_plan(*args)
-        run.console.print(_file_table(plan.rows, f"{name}@{version} (dry run)"))
-        run.console.print("dry run: nothing written", markup=False)
-        return
-    written = write_patchset(*args)
-    run.console.print(_file_table(written.plan.rows, f"{name}@{version}"))
-    shown = written.root.relative_to(base.parent) if base.is_absolute() else written.root
-    message = f"wrote {shown} (locked, {len(written.lock.files)} files)"
-    run.console.print(message, markup=False)
+        tree = from_tree
+        return lambda wheel: capture_from_tree(tree, wheel, package)
+    if from_diff is not None:
+        diff = from_diff
+        return lambda wheel: capture_from_diff(diff, strip, wheel, package)
+    host, hosts = str(from_host), inventory or run.options.inventory  # -i before `patchset`
+    return lambda wheel: capture_inventory_host(run.console, hosts, host, pinned)
 
 
 def _file_table(rows: list[FileRow], title: str) -> Table:

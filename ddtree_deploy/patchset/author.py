@@ -2,7 +2,9 @@
 
 `plan_patchset` turns what an edit changed into patchset.toml, the diffs under `patches/`
 (written by `diffs.unified_diff`, which our applier rebuilds byte for byte) and the whole
-files under `files/`. `write_patchset` builds NAME/VERSION in a temp dir inside the patchsets
+files under `files/`. `new_patchset(request, source)` is what `patchset new` hands off to: a
+`NewPatchset` (what to make) and a `CaptureSource` (tree, diff or host: it reads the edit
+against the pristine wheel). `write_patchset` builds NAME/VERSION in a temp dir inside the patchsets
 dir, locks it (apply, sha256, compile: the local gate), checks every locked result against
 the captured bytes, and only then renames it into place: a refused patchset leaves nothing.
 """
@@ -14,7 +16,7 @@ import shutil
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -22,18 +24,27 @@ from typing import Any, Literal
 from ddtree_deploy.errors import PatchsetError
 from ddtree_deploy.patchset.capture import Capture
 from ddtree_deploy.patchset.diffs import unified_diff
-from ddtree_deploy.patchset.load import SPEC_NAME, Patchset, load_patchset, parse_patchset
+from ddtree_deploy.patchset.load import (
+    SPEC_NAME,
+    Patchset,
+    load_patchset,
+    parse_patchset,
+    resolve_patchset,
+)
 from ddtree_deploy.patchset.lock import check_sources, data_files, write_lock
-from ddtree_deploy.patchset.materialize import digest
+from ddtree_deploy.patchset.materialize import digest, fetch_wheel
 from ddtree_deploy.patchset.models import PatchsetLock, SmokeConfig, Target
 from ddtree_deploy.patchset.toml_text import dump_toml
 
 __all__ = [
     "Capture",
+    "CaptureSource",
     "FileRow",
     "LikeSource",
+    "NewPatchset",
     "PatchsetPlan",
     "WrittenPatchset",
+    "new_patchset",
     "parse_new_ref",
     "parse_target",
     "plan_patchset",
@@ -86,6 +97,73 @@ class WrittenPatchset:
     root: Path
     plan: PatchsetPlan
     lock: PatchsetLock
+
+
+@dataclass(frozen=True)
+class NewPatchset:
+    """What `patchset new` asks for: NAME@VERSION under `patchsets_dir`, against `target`,
+    with its description and the patchset it borrows tables from (`--like`), if any."""
+
+    patchsets_dir: Path
+    name: str
+    version: str
+    target: Target
+    description: str = ""
+    like: Patchset | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        patchsets_dir: Path,
+        ref: str,
+        target: str,
+        description: str = "",
+        like: str | None = None,
+    ) -> NewPatchset:
+        """Read the command line's NAME@VERSION, PKG==VERSION and `--like` ref. Raises
+        PatchsetError when one is malformed, the version exists already (a released version
+        never changes) or `like` names no patchset: before any wheel is fetched."""
+        pinned = parse_target(target)
+        name, version = parse_new_ref(ref, pinned)
+        request = cls(patchsets_dir, name, version, pinned, description)
+        request.check_new()
+        lent = resolve_patchset(patchsets_dir, like) if like else None
+        return cls(patchsets_dir, name, version, pinned, description, lent)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def root(self) -> Path:
+        """Where the patchset will live: PATCHSETS_DIR/NAME/VERSION."""
+        return self.patchsets_dir / self.name / self.version
+
+    def check_new(self) -> None:
+        """Raise PatchsetError when this version exists already."""
+        if self.root.exists():
+            raise PatchsetError(f"{self.root}: already exists; a released version never changes")
+
+
+# Reads the edit against the pristine wheel it is given: what changed and what was added.
+CaptureSource = Callable[[Path], Capture]
+
+
+def new_patchset(
+    request: NewPatchset, source: CaptureSource, dry_run: bool = False
+) -> PatchsetPlan | WrittenPatchset:
+    """Capture the edit (`source`, fed the target's pristine wheel) and return the plan of
+    the new patchset (`dry_run`: nothing is written) or the patchset written and locked.
+
+    Raises PatchsetError when the version exists, the capture or the plan is refused, or
+    the local gate fails (write_patchset).
+    """
+    request.check_new()
+    wheel = fetch_wheel(request.target)
+    capture = source(wheel)
+    if dry_run:
+        return prepare_plan(request, capture, wheel)
+    return write_patchset(request, capture, wheel)
 
 
 def parse_target(text: str) -> Target:
@@ -206,48 +284,28 @@ def read_bases(wheel: Path, paths: list[str]) -> dict[str, bytes]:
         return {path: zf.read(path) for path in paths}
 
 
-def prepare_plan(
-    patchsets_dir: Path,
-    name: str,
-    version: str,
-    target: Target,
-    capture: Capture,
-    wheel: Path,
-    like: Patchset | None = None,
-    description: str = "",
-) -> PatchsetPlan:
-    """Return the plan of patchset NAME@VERSION (`plan_patchset` fed from the wheel and
-    `like`); raises PatchsetError when that version exists already."""
-    root = patchsets_dir / name / version
-    if root.exists():
-        raise PatchsetError(f"{root}: already exists; a released version never changes")
+def prepare_plan(request: NewPatchset, capture: Capture, wheel: Path) -> PatchsetPlan:
+    """Return the plan of the requested patchset (`plan_patchset` fed from the wheel and
+    `request.like`); raises PatchsetError when that version exists already."""
+    request.check_new()
     bases = read_bases(wheel, sorted(capture.changed))
-    lent = None if like is None else read_like(like)
-    return plan_patchset(root, target, capture, bases, description, lent)
+    lent = None if request.like is None else read_like(request.like)
+    return plan_patchset(request.root, request.target, capture, bases, request.description, lent)
 
 
-def write_patchset(
-    patchsets_dir: Path,
-    name: str,
-    version: str,
-    target: Target,
-    capture: Capture,
-    wheel: Path,
-    like: Patchset | None = None,
-    description: str = "",
-) -> WrittenPatchset:
-    """Write, lock and check patchset NAME@VERSION under `patchsets_dir`; return it.
+def write_patchset(request: NewPatchset, capture: Capture, wheel: Path) -> WrittenPatchset:
+    """Write, lock and check the requested patchset under its patchsets dir; return it.
 
     Built in a temp dir inside `patchsets_dir` and renamed into place at the end. Raises
     PatchsetError (nothing left behind) when the version exists, the plan is refused, or the
     local gate fails: a result does not compile, or differs from the captured bytes.
     """
-    plan = prepare_plan(patchsets_dir, name, version, target, capture, wheel, like, description)
-    final = patchsets_dir / name / version
+    plan = prepare_plan(request, capture, wheel)
+    final, patchsets_dir = request.root, request.patchsets_dir
     patchsets_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".new-", dir=patchsets_dir))
     try:
-        root = staging / name / version  # NAME/VERSION: the spec must live where it says
+        root = staging / request.name / request.version  # the spec must live where it says
         _write_files(root, plan)
         lock = write_lock(load_patchset(root))  # applies every diff to the wheel, compiles
         check_sources(load_patchset(root))  # as push's local gate will read it

@@ -25,6 +25,7 @@ from ddtree_deploy.errors import (
 )
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
+from ddtree_deploy.pipeline.op_reports import report_each_service, report_results
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.transport import Transport
@@ -66,7 +67,8 @@ def new_deploy_id(name: str, version: str) -> str:
 
 @dataclass
 class HostRun:
-    """Sends stage-tagged ops to one host and turns op results into stage events.
+    """Sends stage-tagged ops to one host and turns op results into stage events (what an
+    op's answer says beside that is op_reports', one reporter per op).
 
     controller_pid/controller_machine: this controller's process id and machine name, as
     the host lock records them (default: this process on this machine).
@@ -115,15 +117,14 @@ class HostRun:
         if stages[0] not in by_stage:  # the agent refused the whole request
             self.recorder.fail(stages[0], response.error or "no answer")
         if len(self.host.named_services()) > 1:
-            self._report_each_service(steps, response.results)
+            report_each_service(self.recorder, steps, response.results)
         for stage in stages:
             results = by_stage.get(stage)
             if not results:
                 continue
             if stage != stages[0]:
                 self.recorder.start(stage)
-            self._report_service_findings(stage, results)
-            self._report_journal(stage, results)
+            report_results(self.recorder, stage, results, self.warnings)
             duration_s = sum(r.duration_s for r in results)
             failed = next((r for r in results if not r.ok), None)
             if failed is not None:
@@ -135,55 +136,6 @@ class HostRun:
             note = (halted.note or "") if halted is not None else ""
             self.recorder.ok(stage, note, duration_s=duration_s)
         return response
-
-    def _report_each_service(self, steps: Sequence[Step], results: list[OpResult]) -> None:
-        """On a host with several services: one info event per service restarted or healthy,
-        in the order the host ran them (a stage's events gather its ops, so restart and
-        health of interleaved services would otherwise lose their order)."""
-        for (stage, _), result in zip(steps, results, strict=False):
-            data = result.data if isinstance(result.data, dict) else {}
-            if result.ok and result.op in ("restart", "health") and "service" in data:
-                done = "restarted" if result.op == "restart" else "healthy"
-                name, took = data["service"], round(result.duration_s, 3)
-                message = f"{name}: {done} in {took}s"
-                self.recorder.info(stage, message, {"service": name, result.op: took})
-
-    def _report_service_findings(self, stage: str, results: list[OpResult]) -> None:
-        """Info events for what the restart and health ops saw on the way: the clean-start
-        check (leftovers ended, the GPU check's note) and the start-up watchdog's progress
-        lines, in the order they came, each with its time since the start."""
-        for result in results:
-            data = result.data if isinstance(result.data, dict) else {}
-            for proc in data.get("leftovers_ended") or ():
-                message = f"ended leftover pid {proc['pid']} ({proc['why']}): {proc['cmdline']}"
-                self.recorder.info(stage, message, {"leftover": proc})
-            if result.op == "restart" and "gpu" in data:
-                found = len(data.get("leftovers_ended") or ())
-                clean = f"ended {found} leftover processes" if found else "nothing left behind"
-                summary = {"leftovers_ended": found, "gpu": data["gpu"]}
-                self.recorder.info(
-                    stage, f"clean start: {clean}; {data['gpu']}", {"clean_start": summary}
-                )
-            for mark in data.get("progress") or ():
-                message = f"after {mark['after_s']}s: {mark['line']}"
-                self.recorder.info(stage, message, {"progress": mark})
-
-    def _report_journal(self, stage: str, results: list[OpResult]) -> None:
-        """Info events for the journal's rotation (state.rotate_journal on the host): done,
-        or failed. A failed rotation never fails the op (the entry landed in the old
-        journal and the next append retries), so it becomes a warning on the result."""
-        for result in results:
-            if result.op != "journal":
-                continue
-            data = result.data if isinstance(result.data, dict) else {}
-            if data.get("rotated") is not None:
-                message = f"journal rotated: {data['rotated']} entries carried, the old one kept"
-                self.recorder.info(stage, message, {"journal_rotated": data["rotated"]})
-            if why := data.get("rotate_error"):
-                warning = f"journal not rotated: {why}"
-                self.recorder.info(stage, f"{warning} (the entry landed; the next append retries)")
-                if warning not in self.warnings:  # each journal op of the run retries
-                    self.warnings.append(warning)
 
     def ask(
         self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()

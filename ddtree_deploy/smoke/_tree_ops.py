@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 from _sglang_kernels import Kernels, as_kernel_input
-from _uno_mapping import TreeNodes, tree_from_uno_row
+from _uno_mapping import tree_from_uno_row
 
 
 @dataclass(frozen=True)
@@ -139,18 +139,6 @@ def verify_greedy(
         target_predict,
     )
     return predicts, accept_index, accept_num
-
-
-def ancestor_mask(tree: TreeNodes) -> torch.Tensor:
-    """Return the [n + 1, n + 1] ancestor-or-self mask of a tree (row = query)."""
-    size = len(tree.parents)
-    mask = torch.zeros(size, size, dtype=torch.bool)
-    for node in range(size):
-        walk = node
-        while walk >= 0:
-            mask[node, walk] = True
-            walk = tree.parents[walk]
-    return mask
 
 
 def extend_attention(

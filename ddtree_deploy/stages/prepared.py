@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import Sequence
@@ -40,20 +39,6 @@ class PreparedFile:
         if parts[-1] == "__init__":
             parts = parts[:-1]
         return ".".join(parts)
-
-    def install_spec(self) -> dict[str, Any]:
-        """What the agent's install op needs for this file."""
-        spec = {
-            "path": self.path,
-            "base_sha256": self.base_sha256,
-            "result_sha256": self.result_sha256,
-            "upgrade_sha256": list(self.upgrade_sha256),
-        }
-        if self.kind == "patch":
-            spec["diff"] = self.source.decode("utf-8")
-        else:
-            spec["content_b64"] = base64.b64encode(self.source).decode()
-        return spec
 
 
 @dataclass(frozen=True)

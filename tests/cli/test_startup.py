@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# Run a command line in-process after a fresh start, then print the modules it loaded.
+# Run a command line in-process after a fresh start, then print the modules it loaded (as
+# cli.main runs it: the `invoke` stand-in first).
 PROBE = """
 import json, sys
 from ddtree_deploy.cli import app
+from ddtree_deploy.lazy import defer_invoke
+defer_invoke()
 try:
     app(args=sys.argv[1:], prog_name="ddtree-deploy")
 except SystemExit:
@@ -165,6 +168,28 @@ def test_leave_waits_for_a_thread_that_still_runs():
 
 
 def test_start_up_objects_are_frozen_out_of_the_collector():
-    """The CLI's import leaves the collector on and its objects frozen (cli/__init__.py)."""
-    code = "import gc, ddtree_deploy.cli\nprint(gc.isenabled(), gc.get_freeze_count() > 10000)"
-    assert run_python(code).stdout.split() == ["True", "True"]
+    """The console script (ddtree_deploy.__main__.main) imports the CLI with the collector
+    paused, freezes what it made and turns the collector back on, then runs the command;
+    the `invoke` stand-in is in place before the command runs."""
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print(gc.isenabled(), gc.get_freeze_count() > 10000,"
+        " type(sys.modules.get('invoke')).__name__))\n"
+        "from ddtree_deploy.__main__ import main\n"
+        "sys.argv = ['ddtree-deploy', '--help']\n"
+        "main()\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-3:] == ["True", "True", "Deferred"]
+
+
+def test_importing_the_package_changes_nothing_process_wide():
+    """Negative control for the above: importing the CLI (a library caller, a test run)
+    leaves the collector as it was, freezes nothing and puts nothing in sys.modules."""
+    code = (
+        "import gc, sys\n"
+        "import ddtree_deploy.__main__, ddtree_deploy.cli, ddtree_deploy.transport\n"
+        "print(gc.isenabled(), gc.get_freeze_count(), 'invoke' in sys.modules)"
+    )
+    assert run_python(code).stdout.split() == ["True", "0", "False"]

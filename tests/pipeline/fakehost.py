@@ -3,8 +3,12 @@
 Every op succeeds with plausible data unless the script says otherwise for its key (the op
 name; `journal:STATE` for journal ops). A script entry lists what the op does at each of
 its occurrences in order (later ones succeed): a result name from fixtures/agent_results.json,
-an OpResult, LOST (the connection breaks at the op, after the host was reached) or BUSY
-(the agent refuses the whole request). `connect: [UNREACHABLE]` fails a request's connect.
+an OpResult, LOST (the connection breaks at the op, after the host was reached), BUSY
+(the agent refuses the whole request), or on a container host NOT_STARTED / RELAY_LOST (the
+relay could not start the container's agent / it died at the op). `connect: [UNREACHABLE]`
+fails a request's connect; `connect: [AgentExit(...)]` is what the agent's process left
+instead of an answer (sudo's refusal, a shell's "not found"): the FakeTransport hands it to
+`Transport.call`, which reads it as the real transports' output is read.
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
+from ddtree_deploy.agent.host import wire_container
 from ddtree_deploy.errors import ConnectError, HostKeyError, TransportError
 from ddtree_deploy.events import Event, HostRecorder
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.pipeline import HostRun
-from ddtree_deploy.transport import FakeTransport
+from ddtree_deploy.transport import AgentExit, FakeTransport
 
 RESULTS: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "agent_results.json").read_text()
 )
 LOST, BUSY, UNREACHABLE, BAD_KEY = "<lost>", "<busy>", "<unreachable>", "<bad host key>"
+NOT_STARTED, RELAY_LOST = "<container agent not started>", "<container agent lost>"
 SERVICE = ServiceSpec(kind="command", start="/bin/true", stop="/bin/true")
 
 
@@ -44,6 +50,16 @@ def result_named(name: str) -> OpResult:
     return OpResult.model_validate(RESULTS[name])
 
 
+def relay_refusal(behaviour: str, results: list[OpResult]) -> AgentResponse:
+    """A container host's relay answer when the container's agent could not be started
+    (nothing ran) or died at an op (what ran before it is kept), as relay.py answers."""
+    if behaviour == NOT_STARTED:
+        code, error = wire_container.NOT_STARTED, "container 'sglang' is not running"
+    else:
+        code, error = wire_container.AGENT_LOST, "in container 'sglang' (docker exec, exit 137)"
+    return AgentResponse(ok=False, results=results, error=error, code=code)
+
+
 @dataclass
 class FakeHost:
     """The scripted agent: `handle` is the FakeTransport handler; `sent` the op keys of
@@ -54,7 +70,7 @@ class FakeHost:
     facts: dict[str, Any] = field(default_factory=dict)
     sent: list[list[str]] = field(default_factory=list)
 
-    def handle(self, request: AgentRequest) -> AgentResponse:
+    def handle(self, request: AgentRequest) -> AgentResponse | AgentExit:
         keys = [op_key(op) for op in request.ops]
         self.sent.append(keys)
         connect = self._next("connect")
@@ -62,6 +78,8 @@ class FakeHost:
             raise ConnectError(self.host.name, "cannot connect to 10.0.0.1:22: refused")
         if connect == BAD_KEY:
             raise HostKeyError(self.host.name, "host key CHANGED for 10.0.0.1:22; refusing")
+        if isinstance(connect, AgentExit):
+            return connect
         results = []
         for op, key in zip(request.ops, keys, strict=True):
             behaviour = self._next(key)
@@ -69,6 +87,8 @@ class FakeHost:
                 raise TransportError(self.host.name, f"connection lost: EOF during {key}")
             if behaviour == BUSY:
                 return AgentResponse(ok=False, results=[], error="another agent is still working")
+            if behaviour in (NOT_STARTED, RELAY_LOST):
+                return relay_refusal(behaviour, results)
             result = self._result(op, behaviour)
             results.append(result)
             if not result.ok or result.halt:

@@ -1,4 +1,4 @@
-"""Invoke is imported on first use, not with Paramiko (transport/deferred.py), and ssh_config's
+"""Invoke is imported on first use, not with Paramiko (lazy.defer_invoke), and ssh_config's
 `Match exec` still runs its command through it. Each check runs in a fresh interpreter: this
 test process may have imported Invoke already."""
 
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from ddtree_deploy.transport.deferred import Deferred, defer_import
+from ddtree_deploy.lazy import Deferred, defer_import
 
 
 def run_fresh(code: str) -> str:
@@ -26,6 +26,8 @@ def test_connecting_code_loads_without_invoke_and_match_exec_still_runs_it():
     out = run_fresh(
         """
         import sys
+        from ddtree_deploy.lazy import defer_invoke
+        assert defer_invoke()  # what the console script does before any command
         import ddtree_deploy.transport.ssh
         import paramiko
         print("loaded" if "invoke.collection" in sys.modules else "deferred")
@@ -44,13 +46,28 @@ def test_connecting_code_loads_without_invoke_and_match_exec_still_runs_it():
 def test_from_import_reads_through_the_stand_in():
     out = run_fresh(
         """
-        import ddtree_deploy.transport
+        import ddtree_deploy.lazy, ddtree_deploy.transport
+        ddtree_deploy.lazy.defer_invoke()
         from invoke import Context
         import invoke
         print(Context.__module__, invoke.Context is Context)
         """
     )
     assert out.split() == ["invoke.context", "True"]
+
+
+def test_importing_the_transports_leaves_invoke_alone_and_paramiko_loads_the_real_one():
+    """No import-time side effect: only defer_invoke (the console script) puts the stand-in
+    in place, and it declines once Paramiko is loaded (the stand-in would come too late)."""
+    out = run_fresh(
+        """
+        import sys
+        import ddtree_deploy.transport, ddtree_deploy.transport.ssh, paramiko
+        print(type(sys.modules.get("invoke")).__name__, "invoke.collection" in sys.modules)
+        print(ddtree_deploy.lazy.defer_invoke())
+        """
+    )
+    assert out.split() == ["module", "True", "False"]
 
 
 def test_no_stand_in_for_a_module_that_is_missing_or_already_imported(monkeypatch):

@@ -11,7 +11,6 @@ from typing import List, Optional
 from .record import Record, field
 
 CHANGED, EXTRA, MISSING = "changed", "extra", "missing"
-EDIT_STATUSES = (CHANGED, EXTRA, MISSING)
 
 
 class EditsArgs(Record):

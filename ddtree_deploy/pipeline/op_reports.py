@@ -1,0 +1,94 @@
+"""What an op's answer says beside ok/failed, as info events: one reporter per op name.
+
+`HostRun.call` sends and ends stages; the op-specific lines are here, registered once in
+`REPORTERS` (the idea of httpx's response event hooks: per-answer side work outside `send`).
+Each reporter reads one op's result (failed ones too: a failed health still carries the
+start-up watchdog's progress) and tells the stage's recorder what it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ddtree_deploy.agent import Op, OpResult
+from ddtree_deploy.events import HostRecorder, Stage
+
+# (recorder, stage, result, the run's warnings): a warning goes on the host's result.
+Reporter = Callable[[HostRecorder, str, OpResult, list[str]], None]
+
+
+def _data(result: OpResult) -> dict[str, Any]:
+    return result.data if isinstance(result.data, dict) else {}
+
+
+def report_clean_start(
+    recorder: HostRecorder, stage: str, result: OpResult, warnings: list[str]
+) -> None:
+    """The restart's clean-start check: each leftover process it ended, then (when the GPU
+    was checked) one summary line."""
+    data = _data(result)
+    ended = data.get("leftovers_ended") or ()
+    for proc in ended:
+        message = f"ended leftover pid {proc['pid']} ({proc['why']}): {proc['cmdline']}"
+        recorder.info(stage, message, {"leftover": proc})
+    if "gpu" in data:
+        clean = f"ended {len(ended)} leftover processes" if ended else "nothing left behind"
+        summary = {"leftovers_ended": len(ended), "gpu": data["gpu"]}
+        recorder.info(stage, f"clean start: {clean}; {data['gpu']}", {"clean_start": summary})
+
+
+def report_progress(
+    recorder: HostRecorder, stage: str, result: OpResult, warnings: list[str]
+) -> None:
+    """The health op's start-up watchdog: each progress line, with its time since the start."""
+    for mark in _data(result).get("progress") or ():
+        recorder.info(stage, f"after {mark['after_s']}s: {mark['line']}", {"progress": mark})
+
+
+def report_journal(
+    recorder: HostRecorder, stage: str, result: OpResult, warnings: list[str]
+) -> None:
+    """The journal's rotation (state.rotate_journal on the host): done, or failed. A failed
+    rotation never fails the op (the entry landed in the old journal and the next append
+    retries), so it becomes a warning on the result, once per run."""
+    data = _data(result)
+    if data.get("rotated") is not None:
+        message = f"journal rotated: {data['rotated']} entries carried, the old one kept"
+        recorder.info(stage, message, {"journal_rotated": data["rotated"]})
+    if why := data.get("rotate_error"):
+        warning = f"journal not rotated: {why}"
+        recorder.info(stage, f"{warning} (the entry landed; the next append retries)")
+        if warning not in warnings:  # each journal op of the run retries
+            warnings.append(warning)
+
+
+REPORTERS: dict[str, Reporter] = {
+    "restart": report_clean_start,
+    "health": report_progress,
+    "journal": report_journal,
+}
+
+
+def report_results(
+    recorder: HostRecorder, stage: str, results: Sequence[OpResult], warnings: list[str]
+) -> None:
+    """Run each result's reporter, in the order the host ran the ops."""
+    for result in results:
+        reporter = REPORTERS.get(result.op)
+        if reporter is not None:
+            reporter(recorder, stage, result, warnings)
+
+
+def report_each_service(
+    recorder: HostRecorder, steps: Sequence[tuple[Stage, Op]], results: Sequence[OpResult]
+) -> None:
+    """On a host with several services: one info event per service restarted or healthy,
+    in the order the host ran them (a stage's events gather its ops, so restart and health
+    of interleaved services would otherwise lose their order)."""
+    for (stage, _), result in zip(steps, results, strict=False):
+        data = _data(result)
+        if result.ok and result.op in ("restart", "health") and "service" in data:
+            done = "restarted" if result.op == "restart" else "healthy"
+            name, took = data["service"], round(result.duration_s, 3)
+            recorder.info(stage, f"{name}: {done} in {took}s", {"service": name, result.op: took})
