@@ -63,7 +63,7 @@ def _known(info):
 def _later_hashes(ctx, deploy_id):
     """{absolute path: sha256s} written or backed up by the deploys after `deploy_id` (deploy
     ids sort by time: they start with a UTC stamp); unreadable manifests are skipped."""
-    later = {}
+    later = {}  # type: dict
     try:
         names = sorted(os.listdir(ctx.backups_dir))
     except OSError:

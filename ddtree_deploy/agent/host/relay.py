@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from .entries import run_entry
 from .inspect_runtime import inspect_output
@@ -40,8 +41,7 @@ from .wire_container import (
     runs_on_host,
 )
 
-LOGS_TIMEOUT_S = 30
-CHILD_EXIT_WAIT_S = 10
+LOGS_TIMEOUT_S, CHILD_EXIT_WAIT_S = 30, 10
 STDERR_TAIL_CHARS = 1500
 CANNOT_START = (126, 127)  # the runtime's (and a shell's) "cannot execute" / "not found"
 
@@ -58,7 +58,7 @@ class Relay:
     """One container's agent behind this host-side agent, for every request of a command."""
 
     def __init__(self):
-        self.child = None  # the container's agent (subprocess.Popen), None until needed
+        self.child: Any = None  # the container's agent (a Popen), None until needed
         self.child_err = None  # a temp file holding its stderr
         self.answered = False  # whether the current child answered a request yet
         self.inspected = None  # ContainerFacts of the last inspect

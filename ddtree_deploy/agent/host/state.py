@@ -102,7 +102,7 @@ def rotate_journal(ctx):
 
 def deploy_states(entries):
     """Return deploy_id -> its latest journal entry, ordered by each deploy's last entry."""
-    latest = {}
+    latest = {}  # type: dict
     for entry in entries:
         if "deploy_id" in entry:
             latest.pop(entry["deploy_id"], None)
