@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ddtree_deploy.agent.host import wire
+from ddtree_deploy.agent.host import wire, wire_bundle
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.errors import AgentError
 
@@ -48,13 +48,13 @@ _BOOTSTRAP = (
 @cache
 def bundle() -> dict[str, str]:
     """Return the agent bundle: {"ddtree_agent.<module>": source} of agent/host/*.py."""
-    return wire.bundle_sources(HOST_DIR)
+    return wire_bundle.bundle_sources(HOST_DIR)
 
 
 @cache
 def agent_version() -> str:
     """Return the agent version a request carries: the sha256 hex of the bundle."""
-    return wire.bundle_hash(bundle())
+    return wire_bundle.bundle_hash(bundle())
 
 
 class Op(BaseModel):
@@ -167,7 +167,7 @@ _PACK_LOCK = threading.Lock()
 
 @cache
 def _packed_agent() -> bytes:
-    return wire.pack_bundle(bundle())
+    return wire_bundle.pack_bundle(bundle())
 
 
 def agent_command(python: str) -> list[str]:

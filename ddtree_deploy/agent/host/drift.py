@@ -21,7 +21,7 @@ from .files import check_serve_path, safe_join, write_atomic
 from .private import check_private_dir, open_private
 from .pure import sha256_bytes, sha256_file
 from .state import UNFINISHED, deploy_states, read_journal
-from .wire import Code, OpFailed
+from .wire import Code, JournalState, OpFailed
 
 SERVE_KEY = "serve"  # where the serve file's copy lies in a backup (and in a drift copy)
 
@@ -183,7 +183,7 @@ def current_deploy(entries):
     """The deploy whose files the host should hold now: the newest unfinished one, else the
     newest committed one; None when neither exists."""
     states = list(deploy_states(entries).values())
-    for wanted in (UNFINISHED, ("committed",)):
+    for wanted in (UNFINISHED, (JournalState.COMMITTED,)):
         found = [e for e in states if e.get("state") in wanted]
         if found:
             return found[-1].get("deploy_id")

@@ -20,7 +20,7 @@ from .private import open_private, private_sha256
 from .pure import apply_unified_diff, sha256_bytes, sha256_file, split_backups
 from .restore_check import check_manifest
 from .state import deploy_states, list_backups, read_journal
-from .wire import Code, OpFailed
+from .wire import Code, JournalState, OpFailed
 from .wire_results import BackupResult
 
 
@@ -289,7 +289,7 @@ def op_prune(ctx, args):
     states = deploy_states(read_journal(ctx))
     # deploy ids sort by time: they start with a UTC stamp
     ids = [b["deploy_id"] for b in list_backups(ctx)]
-    installing = {d for d in ids if states.get(d, {}).get("state") == "installing"}
+    installing = {d for d in ids if states.get(d, {}).get("state") == JournalState.INSTALLING}
     removed, kept = split_backups(ids, installing, args.keep)
     for deploy_id in removed:
         shutil.rmtree(os.path.join(ctx.backups_dir, deploy_id))

@@ -25,7 +25,7 @@ from .state import (
     read_lock,
     rotate_journal,
 )
-from .wire import Code, OpFailed, OpHalt
+from .wire import Code, OpFailed, OpHalt, OpName
 from .wire_results import Facts, FileFacts, PlanResult, ServeFound
 
 SERVE_MAX_BYTES = 65536  # the most of the serve file facts read back
@@ -150,7 +150,7 @@ def op_check_plan(ctx, args):
     Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
     idempotent re-push costs one round trip. Needs the facts op earlier in the request.
     """
-    facts = ctx.outputs["facts"]
+    facts = ctx.outputs[OpName.FACTS]
     held = facts.lock
     if held and held.get("run_id") != args.run_id and not args.break_lock:
         if held.get("expires_epoch", 0) >= time.time():  # a live run's deploy is not "pending"
