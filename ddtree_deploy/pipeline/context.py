@@ -13,6 +13,7 @@ from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import (
     BecomeError,
@@ -142,8 +143,8 @@ class HostRun:
         health of interleaved services would otherwise lose their order)."""
         for (stage, _), result in zip(steps, results, strict=False):
             data = result.data if isinstance(result.data, dict) else {}
-            if result.ok and result.op in ("restart", "health") and "service" in data:
-                done = "restarted" if result.op == "restart" else "healthy"
+            if result.ok and result.op in (OpName.RESTART, OpName.HEALTH) and "service" in data:
+                done = "restarted" if result.op == OpName.RESTART else "healthy"
                 name, took = data["service"], round(result.duration_s, 3)
                 message = f"{name}: {done} in {took}s"
                 self.recorder.info(stage, message, {"service": name, result.op: took})
@@ -157,7 +158,7 @@ class HostRun:
             for proc in data.get("leftovers_ended") or ():
                 message = f"ended leftover pid {proc['pid']} ({proc['why']}): {proc['cmdline']}"
                 self.recorder.info(stage, message, {"leftover": proc})
-            if result.op == "restart" and "gpu" in data:
+            if result.op == OpName.RESTART and "gpu" in data:
                 found = len(data.get("leftovers_ended") or ())
                 clean = f"ended {found} leftover processes" if found else "nothing left behind"
                 summary = {"leftovers_ended": found, "gpu": data["gpu"]}
@@ -173,7 +174,7 @@ class HostRun:
         or failed. A failed rotation never fails the op (the entry landed in the old
         journal and the next append retries), so it becomes a warning on the result."""
         for result in results:
-            if result.op != "journal":
+            if result.op != OpName.JOURNAL:
                 continue
             data = result.data if isinstance(result.data, dict) else {}
             if data.get("rotated") is not None:
@@ -196,7 +197,7 @@ class HostRun:
         whose facts or check_plan answer cannot be read as its record (NEEDS_ATTENTION
         naming the error): the caller could not judge it, so it must not keep the lock.
         """
-        locking = any(op.op == "lock_acquire" for _, op in steps)
+        locking = any(op.op == OpName.LOCK_ACQUIRE for _, op in steps)
         try:
             response = self.call(steps, judged)
         except TransportError as exc:
@@ -205,7 +206,7 @@ class HostRun:
             return unreachable_result(self, exc)
         try:
             response.facts()
-            response.result_as("check_plan", PlanResult)
+            response.result_as(OpName.CHECK_PLAN, PlanResult)
         except WireError as exc:
             if locking:
                 self.release_lock()

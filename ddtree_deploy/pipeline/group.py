@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from ddtree_deploy.agent import Op
+from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
@@ -180,7 +181,7 @@ class Members:
             response = run.ask([(Stage.HEALTH, op)])
             if isinstance(response, HostResult):
                 return f"{name}: {response.message}"
-            answer = response.result("services")
+            answer = response.result(OpName.SERVICES)
             states = (answer.data or {}).get("services", []) if answer else []
             down = [s["name"] for s in states if s.get("running") is False]
             if not response.ok or down:

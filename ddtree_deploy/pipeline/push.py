@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from ddtree_deploy.agent import AgentResponse
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire import Code, OpName
 from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
@@ -115,11 +115,11 @@ def begin_push(
     refused = _judge_preflight(run, prepared, pre)
     if refused is not None:
         return refused
-    facts, plan = pre.facts(), pre.result_as("check_plan", PlanResult)
+    facts, plan = pre.facts(), pre.result_as(OpName.CHECK_PLAN, PlanResult)
     # Preflight passed: facts and check_plan answered, and check_plan found the target
     # version installed where Python imports it (so the package root is known).
     assert facts is not None and facts.package_root is not None and plan is not None
-    taken = pre.result("lock_acquire")  # {"lock": record}: no typed record
+    taken = pre.result(OpName.LOCK_ACQUIRE)  # {"lock": record}: no typed record
     replaced = ((taken.data if taken else None) or {}).get("lock", {}).get("replaced")
     if replaced:
         run.recorder.info(
@@ -271,7 +271,7 @@ def report_suites(run: HostRun, steps: list[Step], response: AgentResponse) -> l
     """Emit one info event per suite result of the smoke ops in `steps`; return them."""
     reported = []
     for (stage, _), result in zip(steps, response.results, strict=False):
-        if result.op != "smoke":
+        if result.op != OpName.SMOKE:
             continue
         for suite in suite_results(result):
             run.recorder.info(stage, describe_suite(suite), data=suite)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire import Code, JournalState, OpName
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step
@@ -17,7 +17,7 @@ def restore_backup(
     deploy_id: str,
     restart: bool,
     stage: Stage,
-    final_state: str = "rolled_back",
+    final_state: JournalState = JournalState.ROLLED_BACK,
     reason: str = "",
     unlock: bool = True,
     package: str = "sglang",
@@ -58,7 +58,7 @@ def restore_backup(
         )
     failed = response.failed
     if failed is None:
-        restored = response.result("restore")
+        restored = response.result(OpName.RESTORE)
         data = restored.data if restored is not None and isinstance(restored.data, dict) else {}
         saved = report_drift(run, stage, deploy_id, data)
         if saved is None:
@@ -70,18 +70,18 @@ def restore_backup(
             deploy_id=deploy_id,
             details={"drift_saved": saved, "drift": data.get("drift")},
         )
-    if failed.op == "restore" and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
+    if failed.op == OpName.RESTORE and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
         outcome = Outcome.REFUSED if failed.code == Code.DRIFT else Outcome.NEEDS_ATTENTION
         return drift_refused(run, stage, deploy_id, outcome, failed.error or "", failed.data)
-    if failed.op == "restore" and failed.code == Code.NO_BACKUP:
+    if failed.op == OpName.RESTORE and failed.code == Code.NO_BACKUP:
         run.release_lock()  # the backup op writes its manifest last: no manifest, no install
         return run.result(
             Outcome.ROLLED_BACK, f"{reason}; no backup was made, site-packages untouched"
         )
-    if refuse_unsafe and failed.op == "restore" and failed.code == Code.UNSAFE_PATH:
+    if refuse_unsafe and failed.op == OpName.RESTORE and failed.code == Code.UNSAFE_PATH:
         run.release_lock()  # refused before the first write: the host is as it was
         return run.result(Outcome.REFUSED, f"{failed.error}", deploy_id=deploy_id)
-    if failed.op in ("restore", "journal"):
+    if failed.op in (OpName.RESTORE, OpName.JOURNAL):
         files = (failed.data or {}).get("files", {})
         _mark_unfinished(run, deploy_id, stage, failed.error or "")
         return run.result(
@@ -91,7 +91,7 @@ def restore_backup(
             deploy_id=deploy_id,
             details={"files": files, "error": failed.data},
         )
-    if failed.op == "lock_release":
+    if failed.op == OpName.LOCK_RELEASE:
         return run.result(
             Outcome.NEEDS_ATTENTION,
             f"files restored, but the host lock could not be released ({failed.error}); "
@@ -150,7 +150,7 @@ def _mark_unfinished(run: HostRun, deploy_id: str, stage: Stage, error: str) -> 
     `installing` when this fails too, so recover finds the deploy either way)."""
     run.try_call(
         [
-            (stage, ops.journal_op(deploy_id, "rollback_failed", error=error[:500])),
+            (stage, ops.journal_op(deploy_id, JournalState.ROLLBACK_FAILED, error=error[:500])),
             (Stage.UNLOCK, ops.unlock_op(run.run_id)),
         ]
     )

@@ -152,9 +152,13 @@ def unlock_op(run_id: str) -> Op:
     return Op.of(wire.LockReleaseArgs(run_id=run_id))
 
 
-def journal_op(deploy_id: str, state: str, **fields: Any) -> Op:
+def journal_op(deploy_id: str, state: wire.JournalState, **fields: Any) -> Op:
     """Return the journal op appending {deploy_id, state, **fields} (the agent adds ts)."""
-    return Op.of(wire.JournalArgs(entry={"deploy_id": deploy_id, "state": state, **fields}))
+    return Op.of(
+        wire.JournalArgs(
+            entry={"deploy_id": deploy_id, "state": wire.JournalState(state).value, **fields}
+        )
+    )
 
 
 def backup_op(
