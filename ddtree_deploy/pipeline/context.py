@@ -82,7 +82,7 @@ class HostRun:
     # What went wrong beside the work (housekeeping on the host): shown with the result.
     warnings: list[str] = field(default_factory=list)
     # The stage of the request in flight: a silent link is reported under it.
-    stage_now: str = field(default=Stage.CONNECT, init=False)
+    stage_now: Stage = field(default=Stage.CONNECT, init=False)
 
     def __post_init__(self) -> None:
         self.transport.on_silence = self._tell_silence
@@ -147,9 +147,9 @@ class HostRun:
                 done = "restarted" if result.op == OpName.RESTART else "healthy"
                 name, took = data["service"], round(result.duration_s, 3)
                 message = f"{name}: {done} in {took}s"
-                self.recorder.info(stage, message, {"service": name, result.op: took})
+                self.recorder.info(stage, message, {"service": name, result.op.value: took})
 
-    def _report_service_findings(self, stage: str, results: list[OpResult]) -> None:
+    def _report_service_findings(self, stage: Stage, results: list[OpResult]) -> None:
         """Info events for what the restart and health ops saw on the way: the clean-start
         check (leftovers ended, the GPU check's note) and the start-up watchdog's progress
         lines, in the order they came, each with its time since the start."""
@@ -169,7 +169,7 @@ class HostRun:
                 message = f"after {mark['after_s']}s: {mark['line']}"
                 self.recorder.info(stage, message, {"progress": mark})
 
-    def _report_journal(self, stage: str, results: list[OpResult]) -> None:
+    def _report_journal(self, stage: Stage, results: list[OpResult]) -> None:
         """Info events for the journal's rotation (state.rotate_journal on the host): done,
         or failed. A failed rotation never fails the op (the entry landed in the old
         journal and the next append retries), so it becomes a warning on the result."""

@@ -260,9 +260,8 @@ class Members:
         return results
 
 
-def _call(run: HostRun, pairs: list[tuple[str, Op]]) -> str | None:
+def _call(run: HostRun, steps: list[tuple[Stage, Op]]) -> str | None:
     """Send stage-tagged service ops as one request; why it failed, else None."""
-    steps = [(Stage(stage), op) for stage, op in pairs]
     if not steps:
         return None
     try:

@@ -91,7 +91,7 @@ class PushSteps:
         """Every service's restart and health, in order; [] when this push restarts nothing."""
         if not self.restarts:
             return []
-        return [(Stage(name), op) for name, op in ops.service_ops(self.run.host)]
+        return ops.service_ops(self.run.host)
 
     def stage_ops(self, stage: Stage) -> list[Op]:
         """The ops `stage` sends in this push; [] when the stage does not run here."""

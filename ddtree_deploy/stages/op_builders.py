@@ -12,6 +12,7 @@ from typing import Any
 
 from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.host import wire
+from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset
@@ -291,8 +292,8 @@ def lossless_options(host: Host, prepared: PreparedPatchset, mode: str) -> dict[
     }
 
 
-def service_ops(host: Host) -> list[tuple[str, Op]]:
-    """Return the (stage name, op) pairs that restart every service of the host and wait
+def service_ops(host: Host) -> list[tuple[Stage, Op]]:
+    """Return the (stage, op) pairs that restart every service of the host and wait
     for its health; nothing for kind = "none". Commands travel as argv lists: no shell.
 
     Several services restart in inventory order. By default each answers health before
@@ -304,29 +305,34 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
     named = host.named_services()
     records = [(_service_record(host, spec, name), spec.health_checked) for spec, name in named]
     if len(records) < 2 or host.stagger_s is None:
-        pairs: list[tuple[str, Op]] = []
+        pairs: list[tuple[Stage, Op]] = []
         for service, checked in records:
-            pairs.append(("restart", Op.of(wire.RestartArgs(service=service))))
+            pairs.append((Stage.RESTART, Op.of(wire.RestartArgs(service=service))))
             if checked:
-                pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
+                pairs.append((Stage.HEALTH, Op.of(wire.HealthArgs(service=service))))
         return pairs
     restarts = [
-        ("restart", Op.of(wire.RestartArgs(service=service, after_s=host.stagger_s if i else 0.0)))
+        (
+            Stage.RESTART,
+            Op.of(wire.RestartArgs(service=service, after_s=host.stagger_s if i else 0.0)),
+        )
         for i, (service, _) in enumerate(records)
     ]
-    healths = [("health", Op.of(wire.HealthArgs(service=s))) for s, checked in records if checked]
+    healths = [
+        (Stage.HEALTH, Op.of(wire.HealthArgs(service=s))) for s, checked in records if checked
+    ]
     return restarts + healths
 
 
-def service_action_ops(host: Host, action: str, health: bool = False) -> list[tuple[str, Op]]:
+def service_action_ops(host: Host, action: str, health: bool = False) -> list[tuple[Stage, Op]]:
     """A restart group's phase ops for every service of the host: "stop" or "start"
     (restart stage), each start followed by its health wait when `health` (the leader)."""
-    pairs: list[tuple[str, Op]] = []
+    pairs: list[tuple[Stage, Op]] = []
     for spec, name in host.named_services():
         service = _service_record(host, spec, name)
-        pairs.append(("restart", Op.of(wire.RestartArgs(service=service, action=action))))
+        pairs.append((Stage.RESTART, Op.of(wire.RestartArgs(service=service, action=action))))
         if health and action == "start" and spec.health_checked:
-            pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
+            pairs.append((Stage.HEALTH, Op.of(wire.HealthArgs(service=service))))
     return pairs
 
 
