@@ -22,6 +22,7 @@ from .private import check_private_dir, open_private
 from .pure import sha256_bytes, sha256_file
 from .state import UNFINISHED, deploy_states, read_journal
 from .wire import Code, JournalState, OpFailed
+from .wire_outcomes import DriftRefusal
 
 SERVE_KEY = "serve"  # where the serve file's copy lies in a backup (and in a drift copy)
 
@@ -160,7 +161,7 @@ def save_drifted(ctx, deploy_id, manifest, drift):
         write_atomic(os.path.join(dest, "drifted.json"), json.dumps(listing).encode(), 0o600)
     except (OSError, ValueError) as exc:
         message = "could not save the hand-edited files (nothing restored): %s" % exc
-        raise OpFailed(Code.STATE_DIR_UNWRITABLE, message, {"drift": drift}) from None
+        raise OpFailed(Code.STATE_DIR_UNWRITABLE, message, DriftRefusal(drift)) from None
     finally:
         os.umask(umask)
     return dest
