@@ -14,6 +14,7 @@ from typing import Any
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import OpName
+from ddtree_deploy.agent.host.wire_outcomes import JournalAppended
 from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import (
     BecomeError,
@@ -174,13 +175,16 @@ class HostRun:
         or failed. A failed rotation never fails the op (the entry landed in the old
         journal and the next append retries), so it becomes a warning on the result."""
         for result in results:
-            if result.op != OpName.JOURNAL:
+            if result.op != OpName.JOURNAL or not result.ok:
                 continue
-            data = result.data if isinstance(result.data, dict) else {}
-            if data.get("rotated") is not None:
-                message = f"journal rotated: {data['rotated']} entries carried, the old one kept"
-                self.recorder.info(stage, message, {"journal_rotated": data["rotated"]})
-            if why := data.get("rotate_error"):
+            try:
+                appended = result.data_as(JournalAppended)
+            except WireError:  # not its record: nothing to report
+                continue
+            if appended.rotated is not None:
+                message = f"journal rotated: {appended.rotated} entries carried, the old one kept"
+                self.recorder.info(stage, message, {"journal_rotated": appended.rotated})
+            if why := appended.rotate_error:
                 warning = f"journal not rotated: {why}"
                 self.recorder.info(stage, f"{warning} (the entry landed; the next append retries)")
                 if warning not in self.warnings:  # each journal op of the run retries

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddtree_deploy.agent import AgentResponse
+from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import Code, JournalState, OpName
+from ddtree_deploy.agent.host.wire_outcomes import DriftRefusal, Restored
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step
@@ -58,17 +61,16 @@ def restore_backup(
         )
     failed = response.failed
     if failed is None:
-        restored = response.result(OpName.RESTORE)
-        data = restored.data if restored is not None and isinstance(restored.data, dict) else {}
-        saved = report_drift(run, stage, deploy_id, data)
-        if saved is None:
+        restored = _restored(response)
+        saved = report_drift(run, stage, deploy_id, restored)
+        if saved is None or restored is None:
             return run.result(Outcome.ROLLED_BACK, reason, deploy_id=deploy_id)
         note = f"hand-edited files saved in {saved}"
         return run.result(
             Outcome.ROLLED_BACK,
             f"{reason}; {note}" if reason else note,
             deploy_id=deploy_id,
-            details={"drift_saved": saved, "drift": data.get("drift")},
+            details={"drift_saved": saved, "drift": restored.drift},
         )
     if failed.op == OpName.RESTORE and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
         outcome = Outcome.REFUSED if failed.code == Code.DRIFT else Outcome.NEEDS_ATTENTION
@@ -113,14 +115,24 @@ def saved_note(result: HostResult) -> str:
     return f"; hand-edited files saved in {saved}" if saved else ""
 
 
-def report_drift(run: HostRun, stage: Stage, deploy_id: str, data: Any) -> str | None:
-    """Emit an info event for the hand-edited files a forced restore saved (data: the
-    restore op's answer); return the directory they were saved in, None when none were."""
-    found = data if isinstance(data, dict) else {}
-    saved = found.get("drift_saved")
-    if not saved:
+def _restored(response: AgentResponse) -> Restored | None:
+    """The restore op's answer, typed; None when it did not run or did not answer with
+    its record (the files are back all the same: nothing more to report)."""
+    try:
+        return response.result_as(OpName.RESTORE, Restored)
+    except WireError:
         return None
-    drift = found.get("drift") or []
+
+
+def report_drift(
+    run: HostRun, stage: Stage, deploy_id: str, restored: Restored | None
+) -> str | None:
+    """Emit an info event for the hand-edited files a forced restore saved (`restored`:
+    the restore op's answer); return the directory they were saved in, None when none were."""
+    saved = restored.drift_saved if restored is not None else None
+    if restored is None or not saved:
+        return None
+    drift = restored.drift
     names = ", ".join(str(d.get("file")) for d in drift)
     run.recorder.info(
         stage,
@@ -136,7 +148,10 @@ def drift_refused(
     """The restore op refused before writing anything (files hand-edited since the deploy,
     or their bytes could not be saved for --force): the host ends `outcome`, its lock
     released; an info event carries each file and its hashes (--json)."""
-    drift = (data if isinstance(data, dict) else {}).get("drift") or []
+    try:
+        drift = DriftRefusal.from_dict(data, "restore refusal").drift
+    except WireError:  # not its record: no file to name
+        drift = []
     run.recorder.info(stage, f"hand edits found: {error}", {"deploy_id": deploy_id, "drift": drift})
     run.release_lock()
     message = error
