@@ -6,8 +6,10 @@ import time
 from typing import Any
 
 from ddtree_deploy.agent import OpResult
+from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import JournalState, OpName
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
+from ddtree_deploy.agent.host.wire_outcomes import ServicesResult
 from ddtree_deploy.agent.host.wire_results import JournalEntry, LockRecord
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, holder_is_dead
@@ -125,8 +127,12 @@ def service_states(answers: tuple[OpResult, ...]) -> list[dict[str, Any]]:
     """Each service's state from the services op's answer ([] without one, or when it
     failed: the services are then simply not shown)."""
     for answer in answers:
-        if answer.op == OpName.SERVICES and answer.ok and isinstance(answer.data, dict):
-            return list(answer.data.get("services") or [])
+        if answer.op == OpName.SERVICES and answer.ok:
+            try:
+                found = answer.data_as(ServicesResult)
+            except WireError:  # not its record: the services are not shown
+                return []
+            return [state.to_dict() for state in found.services]
     return []
 
 

@@ -20,6 +20,8 @@ from ddtree_deploy.agent.host.wire_outcomes import (
     Pruned,
     Restored,
     RestoreFailure,
+    ServicesResult,
+    ServiceState,
 )
 from ddtree_deploy.agent.host.wire_results import LockRecord
 from ddtree_deploy.stages import op_builders as ops
@@ -87,6 +89,14 @@ def test_an_unknown_op_or_state_is_refused_by_name() -> None:
                 "drift": [],
                 "drift_saved": None,
                 "unchecked": ["c.py"],
+            },
+        ),  # fmt: skip
+        (
+            ServicesResult([ServiceState("gpu0", "systemd", None, "HTTP 200")]),
+            {
+                "services": [
+                    {"name": "gpu0", "kind": "systemd", "running": None, "health": "HTTP 200"}
+                ]
             },
         ),  # fmt: skip
     ],

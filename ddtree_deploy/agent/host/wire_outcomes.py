@@ -78,3 +78,21 @@ class Restored(Record):
     drift: List[Dict[str, Any]]
     drift_saved: Optional[str]
     unchecked: List[str]
+
+
+class ServiceState(Record):
+    """One service as the services op found it: running True/False as its status command
+    (exit 0) or `systemctl is-active` says, None when it has no way to tell (no status
+    command, a container); health: "HTTP 200", "HTTP 503", or why nothing answered."""
+
+    name: str
+    kind: str
+    running: Optional[bool]
+    health: str
+
+
+class ServicesResult(Record):
+    """services: each of the host's services, in inventory order."""
+
+    NESTED = (("services", ServiceState, "list"),)
+    services: List[ServiceState]
