@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 __all__ = [
     "EVENT_SCHEMA_VERSION",
@@ -66,6 +66,9 @@ class Stage(StrEnum):
 
 STAGE_ORDER: tuple[str, ...] = tuple(stage.value for stage in Stage)
 
+# Event.stage's JSON Schema: the names, as `event`'s are shown (not Stage's docstring).
+_STAGE_SCHEMA = {"enum": list(STAGE_ORDER), "title": "Stage", "type": "string"}
+
 EventKind = Literal["start", "ok", "fail", "skip", "info"]
 
 
@@ -76,7 +79,7 @@ class Event(BaseModel):
     ts: str
     run_id: str
     host: str
-    stage: str
+    stage: Annotated[Stage, WithJsonSchema(_STAGE_SCHEMA)]
     event: EventKind
     duration_s: float | None = None
     message: str = ""
@@ -92,7 +95,7 @@ EventData = dict[str, Any] | None
 class StageRecord:
     """A finished stage of one host, kept for summaries and JUnit."""
 
-    stage: str
+    stage: Stage
     ok: bool
     skipped: bool
     duration_s: float
@@ -107,11 +110,11 @@ class HostRecorder:
     run_id: str
     sink: EventSink
     records: list[StageRecord] = field(default_factory=list)
-    _started: dict[str, float] = field(default_factory=dict)
+    _started: dict[Stage, float] = field(default_factory=dict)
 
     def _emit(
         self,
-        stage: str,
+        stage: Stage,
         kind: EventKind,
         message: str = "",
         duration_s: float | None = None,
@@ -131,13 +134,13 @@ class HostRecorder:
             )
         )
 
-    def start(self, stage: str, message: str = "") -> None:
+    def start(self, stage: Stage, message: str = "") -> None:
         self._started[stage] = time.monotonic()
         self._emit(stage, "start", message)
 
     def _finish(
         self,
-        stage: str,
+        stage: Stage,
         ok: bool,
         skipped: bool,
         message: str,
@@ -151,17 +154,21 @@ class HostRecorder:
         self._emit(stage, kind, message, duration_s=duration_s, data=data)
 
     def ok(
-        self, stage: str, message: str = "", duration_s: float | None = None, data: EventData = None
+        self,
+        stage: Stage,
+        message: str = "",
+        duration_s: float | None = None,
+        data: EventData = None,
     ) -> None:
         self._finish(stage, True, False, message, duration_s, data)
 
     def fail(
-        self, stage: str, message: str, duration_s: float | None = None, data: EventData = None
+        self, stage: Stage, message: str, duration_s: float | None = None, data: EventData = None
     ) -> None:
         self._finish(stage, False, False, message, duration_s, data)
 
-    def skip(self, stage: str, message: str = "") -> None:
+    def skip(self, stage: Stage, message: str = "") -> None:
         self._finish(stage, True, True, message, 0.0, None)
 
-    def info(self, stage: str, message: str, data: EventData = None) -> None:
+    def info(self, stage: Stage, message: str, data: EventData = None) -> None:
         self._emit(stage, "info", message, data=data)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ddtree_deploy.agent.host import wire
+from ddtree_deploy.agent.host import wire, wire_bundle
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.errors import AgentError
 
@@ -48,19 +48,19 @@ _BOOTSTRAP = (
 @cache
 def bundle() -> dict[str, str]:
     """Return the agent bundle: {"ddtree_agent.<module>": source} of agent/host/*.py."""
-    return wire.bundle_sources(HOST_DIR)
+    return wire_bundle.bundle_sources(HOST_DIR)
 
 
 @cache
 def agent_version() -> str:
     """Return the agent version a request carries: the sha256 hex of the bundle."""
-    return wire.bundle_hash(bundle())
+    return wire_bundle.bundle_hash(bundle())
 
 
 class Op(BaseModel):
     """One op of a request: its name and its arguments (a wire.*Args record as a dict)."""
 
-    op: str
+    op: wire.OpName
     args: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -95,7 +95,7 @@ class AgentRequest(BaseModel):
 class OpResult(BaseModel):
     """One op's answer: ok, halted (ok, later ops skipped, `note` says why) or failed."""
 
-    op: str
+    op: wire.OpName
     ok: bool
     data: Any = None
     error: str | None = None
@@ -121,11 +121,11 @@ class AgentResponse(BaseModel):
     code: str | None = None
     wall_s: float = 0.0
 
-    def result(self, op: str) -> OpResult | None:
+    def result(self, op: wire.OpName) -> OpResult | None:
         """The result of the named op, or None if it did not run."""
         return next((r for r in self.results if r.op == op), None)
 
-    def result_as(self, op: str, record: type[R]) -> R | None:
+    def result_as(self, op: wire.OpName, record: type[R]) -> R | None:
         """The named op's data read as `record` (also when it halted), or None if the op did
         not run or failed.
 
@@ -138,7 +138,7 @@ class AgentResponse(BaseModel):
 
     def facts(self) -> Facts | None:
         """The facts op's answer, typed; None if it did not run or failed."""
-        return self.result_as("facts", Facts)
+        return self.result_as(wire.OpName.FACTS, Facts)
 
     @property
     def failed(self) -> OpResult | None:
@@ -167,7 +167,7 @@ _PACK_LOCK = threading.Lock()
 
 @cache
 def _packed_agent() -> bytes:
-    return wire.pack_bundle(bundle())
+    return wire_bundle.pack_bundle(bundle())
 
 
 def agent_command(python: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 
 from ddtree_deploy.agent import AgentRequest, Op, OpResult, sha256_bytes
-from ddtree_deploy.agent.host.wire import Code, EditsArgs
+from ddtree_deploy.agent.host.wire import Code, EditsArgs, OpName
 from ddtree_deploy.agent.host.wire_capture import CHANGED, EXTRA, MISSING, EditsResult
 from ddtree_deploy.errors import AgentError, PatchsetError
 from ddtree_deploy.patchset.capture import Capture
@@ -48,7 +48,7 @@ def capture_host(transport: Transport, target: Target) -> Capture:
     host = transport.host
     request = AgentRequest(state_dir=host.state_dir, ops=[edits_op(target)])
     response = transport.call(request)
-    result = response.result("edits")
+    result = response.result(OpName.EDITS)
     if result is None:
         raise AgentError(host.name, response.error or "no answer to the edits op")
     if not result.ok and result.code in (Code.EXCEPTION, Code.BAD_ARGS):

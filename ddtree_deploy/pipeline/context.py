@@ -13,6 +13,7 @@ from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import (
     BecomeError,
@@ -83,7 +84,7 @@ class HostRun:
     # What went wrong beside the work (housekeeping on the host): shown with the result.
     warnings: list[str] = field(default_factory=list)
     # The stage of the request in flight: a silent link is reported under it.
-    stage_now: str = field(default=Stage.CONNECT, init=False)
+    stage_now: Stage = field(default=Stage.CONNECT, init=False)
 
     def __post_init__(self) -> None:
         self.transport.on_silence = self._tell_silence
@@ -148,7 +149,7 @@ class HostRun:
         whose facts or check_plan answer cannot be read as its record (NEEDS_ATTENTION
         naming the error): the caller could not judge it, so it must not keep the lock.
         """
-        locking = any(op.op == "lock_acquire" for _, op in steps)
+        locking = any(op.op == OpName.LOCK_ACQUIRE for _, op in steps)
         try:
             response = self.call(steps, judged)
         except TransportError as exc:
@@ -157,7 +158,7 @@ class HostRun:
             return unreachable_result(self, exc)
         try:
             response.facts()
-            response.result_as("check_plan", PlanResult)
+            response.result_as(OpName.CHECK_PLAN, PlanResult)
         except WireError as exc:
             if locking:
                 self.release_lock()

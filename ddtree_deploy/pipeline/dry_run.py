@@ -16,6 +16,7 @@ from typing import Any
 
 from ddtree_deploy.agent import OpResult
 from ddtree_deploy.agent.host.pure import split_backups
+from ddtree_deploy.agent.host.wire import JournalState, OpName
 from ddtree_deploy.agent.host.wire_results import Facts, JournalEntry
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
@@ -31,7 +32,7 @@ def pick_rollback_target(facts: Facts, to: str | None) -> tuple[str | None, str]
     """Return (the deploy whose backup `rollback` restores, "") or (None, why not): `to`
     when it names an unbroken backup on the host, else the last committed deploy."""
     if to is None:
-        committed = [d for d in facts.deploys if d.get("state") == "committed"]
+        committed = [d for d in facts.deploys if d.get("state") == JournalState.COMMITTED]
         if not committed:
             return None, "no committed deploy to roll back"
         return str(committed[-1]["deploy_id"]), ""
@@ -83,7 +84,9 @@ def plan_prune_host(run: HostRun, keep: int) -> HostResult:
         return found
     facts = found.facts
     ids = [str(b["deploy_id"]) for b in facts.backups]
-    installing = {str(d["deploy_id"]) for d in facts.pending if d.get("state") == "installing"}
+    installing = {
+        str(d["deploy_id"]) for d in facts.pending if d.get("state") == JournalState.INSTALLING
+    }
     removed, kept = split_backups(ids, installing, keep)
     details = {"dry_run": True, "removed": removed, "kept": kept}
     holder = live_holder(facts.lock)
@@ -146,7 +149,7 @@ def _plan_restore(
 def _drift_answer(answers: tuple[OpResult, ...]) -> dict[str, Any]:
     """The drift op's answer among `answers` ({} without a readable one)."""
     for answer in answers:
-        if answer.op != "drift":
+        if answer.op != OpName.DRIFT:
             continue
         if not answer.ok:
             return {"error": answer.error or "the backup could not be read"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ddtree_deploy.agent.host.record import WireError
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire import Code, JournalState, OpName
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.compare import compare, describe_failures, describe_undecided
@@ -78,7 +78,7 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
         found = read_facts(run, prepared, Stage.CHECK)
         if isinstance(found, HostResult):
             return found
-        committed = [d for d in found.facts.deploys if d.get("state") == "committed"]
+        committed = [d for d in found.facts.deploys if d.get("state") == JournalState.COMMITTED]
         if not committed:
             return run.result(Outcome.REFUSED, "no committed deploy: no recorded baseline")
         deploy_id = str(committed[-1].get("deploy_id"))
@@ -87,7 +87,7 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
     response = run.ask([(Stage.CANARY, op)], judged=frozenset({Stage.CANARY}))
     if isinstance(response, HostResult):
         return response
-    measured = response.result_as("gate_measure", GateMeasurement)
+    measured = response.result_as(OpName.GATE_MEASURE, GateMeasurement)
     if measured is None:
         failed = response.failed
         message = f"gate_measure failed: {failed.error if failed else response.error}"

@@ -16,7 +16,10 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-from ddtree_deploy.agent import Op
+from ddtree_deploy.agent import AgentResponse, Op
+from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
+from ddtree_deploy.agent.host.wire_outcomes import ServicesResult
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
@@ -193,9 +196,8 @@ class Members:
             response = run.ask([(Stage.HEALTH, op)])
             if isinstance(response, HostResult):
                 return f"{name}: {response.message}"
-            answer = response.result("services")
-            states = (answer.data or {}).get("services", []) if answer else []
-            down = [s["name"] for s in states if s.get("running") is False]
+            found = _services(response)
+            down = [s.name for s in found.services if s.running is False] if found else []
             if not response.ok or down:
                 return f"{name}: not running after the leader became healthy: {down or '?'}"
         return None
@@ -266,9 +268,16 @@ class Members:
         return results
 
 
-def _call(run: HostRun, pairs: list[tuple[str, Op]]) -> str | None:
+def _services(response: AgentResponse) -> ServicesResult | None:
+    """The services op's answer, typed; None when it did not run or did not fit."""
+    try:
+        return response.result_as(OpName.SERVICES, ServicesResult)
+    except WireError:
+        return None
+
+
+def _call(run: HostRun, steps: list[tuple[Stage, Op]]) -> str | None:
     """Send stage-tagged service ops as one request; why it failed, else None."""
-    steps = [(Stage(stage), op) for stage, op in pairs]
     if not steps:
         return None
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ddtree_deploy.agent.host.wire import JournalState
 from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.pipeline.context import HostRun
@@ -86,7 +87,7 @@ def recover_group(
         if host_facts.pending:
             return recover_host(run, holder, restart=False, force=force)
         latest = host_facts.deploys[-1] if host_facts.deploys else {}
-        if latest.get("state") == "committed" and latest.get("run_id") in dead_runs:
+        if latest.get("state") == JournalState.COMMITTED and latest.get("run_id") in dead_runs:
             deploy_id = latest.get("deploy_id")
             rolled = rollback_host(run, holder, deploy_id, restart=False, force=force)
             if rolled.outcome != Outcome.OK:

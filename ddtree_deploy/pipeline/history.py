@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.agent.host.wire_results import HistoryResult, JournalEntry
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
@@ -80,7 +81,7 @@ def history_host(run: HostRun, deploys: int) -> HostResult:
     if isinstance(response, HostResult):
         return response
     try:
-        found = response.result_as("history", HistoryResult)
+        found = response.result_as(OpName.HISTORY, HistoryResult)
     except WireError as exc:
         return run.result(Outcome.NEEDS_ATTENTION, f"unreadable answer from the host: {exc}")
     if found is None:

@@ -86,7 +86,7 @@ def serve_and_judge(
 ) -> tuple[bool, str, list[dict[str, Any]]]:
     """Wait for the server in the container of `run.host` (its health), then run the
     `server` suite of `sources`; return (passed, message, suite results)."""
-    health = [(Stage.HEALTH, op) for stage, op in ops.service_ops(run.host) if stage == "health"]
+    health = [(stage, op) for stage, op in ops.service_ops(run.host) if stage == Stage.HEALTH]
     response = run.ask(health)
     if isinstance(response, HostResult):
         return False, f"the server did not start: {response.message}", []

@@ -12,10 +12,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ddtree_deploy.agent import Op, OpResult
+from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
+from ddtree_deploy.agent.host.wire_outcomes import JournalAppended
 from ddtree_deploy.events import HostRecorder, Stage
 
 # (recorder, stage, result, the run's warnings): a warning goes on the host's result.
-Reporter = Callable[[HostRecorder, str, OpResult, list[str]], None]
+Reporter = Callable[[HostRecorder, Stage, OpResult, list[str]], None]
 
 
 def _data(result: OpResult) -> dict[str, Any]:
@@ -23,7 +26,7 @@ def _data(result: OpResult) -> dict[str, Any]:
 
 
 def report_clean_start(
-    recorder: HostRecorder, stage: str, result: OpResult, warnings: list[str]
+    recorder: HostRecorder, stage: Stage, result: OpResult, warnings: list[str]
 ) -> None:
     """The restart's clean-start check: each leftover process it ended, then (when the GPU
     was checked) one summary line."""
@@ -39,7 +42,7 @@ def report_clean_start(
 
 
 def report_progress(
-    recorder: HostRecorder, stage: str, result: OpResult, warnings: list[str]
+    recorder: HostRecorder, stage: Stage, result: OpResult, warnings: list[str]
 ) -> None:
     """The health op's start-up watchdog: each progress line, with its time since the start."""
     for mark in _data(result).get("progress") or ():
@@ -47,31 +50,36 @@ def report_progress(
 
 
 def report_journal(
-    recorder: HostRecorder, stage: str, result: OpResult, warnings: list[str]
+    recorder: HostRecorder, stage: Stage, result: OpResult, warnings: list[str]
 ) -> None:
     """The journal's rotation (state.rotate_journal on the host): done, or failed. A failed
     rotation never fails the op (the entry landed in the old journal and the next append
     retries), so it becomes a warning on the result, once per run."""
-    data = _data(result)
-    if data.get("rotated") is not None:
-        message = f"journal rotated: {data['rotated']} entries carried, the old one kept"
-        recorder.info(stage, message, {"journal_rotated": data["rotated"]})
-    if why := data.get("rotate_error"):
+    if not result.ok:
+        return
+    try:
+        appended = result.data_as(JournalAppended)
+    except WireError:  # not its record: nothing to report
+        return
+    if appended.rotated is not None:
+        message = f"journal rotated: {appended.rotated} entries carried, the old one kept"
+        recorder.info(stage, message, {"journal_rotated": appended.rotated})
+    if why := appended.rotate_error:
         warning = f"journal not rotated: {why}"
         recorder.info(stage, f"{warning} (the entry landed; the next append retries)")
         if warning not in warnings:  # each journal op of the run retries
             warnings.append(warning)
 
 
-REPORTERS: dict[str, Reporter] = {
-    "restart": report_clean_start,
-    "health": report_progress,
-    "journal": report_journal,
+REPORTERS: dict[OpName, Reporter] = {
+    OpName.RESTART: report_clean_start,
+    OpName.HEALTH: report_progress,
+    OpName.JOURNAL: report_journal,
 }
 
 
 def report_results(
-    recorder: HostRecorder, stage: str, results: Sequence[OpResult], warnings: list[str]
+    recorder: HostRecorder, stage: Stage, results: Sequence[OpResult], warnings: list[str]
 ) -> None:
     """Run each result's reporter, in the order the host ran the ops."""
     for result in results:
@@ -88,7 +96,7 @@ def report_each_service(
     of interleaved services would otherwise lose their order)."""
     for (stage, _), result in zip(steps, results, strict=False):
         data = _data(result)
-        if result.ok and result.op in ("restart", "health") and "service" in data:
-            done = "restarted" if result.op == "restart" else "healthy"
+        if result.ok and result.op in (OpName.RESTART, OpName.HEALTH) and "service" in data:
+            done = "restarted" if result.op == OpName.RESTART else "healthy"
             name, took = data["service"], round(result.duration_s, 3)
             recorder.info(stage, f"{name}: {done} in {took}s", {"service": name, result.op: took})

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent.host.wire import Code, OpName
+from ddtree_deploy.agent.host.wire_outcomes import Pruned
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.results import HostResult, Outcome
@@ -35,6 +36,6 @@ def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
         run.release_lock()
         error = failed.error if failed else response.error
         return run.result(Outcome.NEEDS_ATTENTION, error or "prune failed")
-    pruned = response.result("prune")
-    data = (pruned.data if pruned is not None else None) or {"removed": []}
-    return run.result(Outcome.OK, f"removed {len(data['removed'])} backup(s)", details=data)
+    pruned = response.result_as(OpName.PRUNE, Pruned) or Pruned([], [])
+    message = f"removed {len(pruned.removed)} backup(s)"
+    return run.result(Outcome.OK, message, details=pruned.to_dict())

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ddtree_deploy.agent import AgentResponse
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent import AgentResponse, OpResult
+from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import Code, OpName
+from ddtree_deploy.agent.host.wire_outcomes import LockRefusal, LockTaken
 from ddtree_deploy.agent.host.wire_results import LockRecord, PlanResult
 from ddtree_deploy.errors import ConfigError, TransportError
 from ddtree_deploy.events import Stage
@@ -115,12 +117,12 @@ def begin_push(
     refused = _judge_preflight(run, prepared, pre)
     if refused is not None:
         return refused
-    facts, plan = pre.facts(), pre.result_as("check_plan", PlanResult)
+    facts, plan = pre.facts(), pre.result_as(OpName.CHECK_PLAN, PlanResult)
     # Preflight passed: facts and check_plan answered, and check_plan found the target
     # version installed where Python imports it (so the package root is known).
     assert facts is not None and facts.package_root is not None and plan is not None
-    taken = pre.result("lock_acquire")  # {"lock": record}: no typed record
-    replaced = ((taken.data if taken else None) or {}).get("lock", {}).get("replaced")
+    taken = pre.result_as(OpName.LOCK_ACQUIRE, LockTaken)
+    replaced = taken.lock.get("replaced") if taken is not None else None
     if replaced:
         run.recorder.info(
             Stage.PREFLIGHT, f"--break-lock: took over the lock of {_holder(replaced)}"
@@ -149,7 +151,7 @@ def _judge_preflight(
     failed = pre.failed
     if failed is None:
         return None
-    lock: LockRecord = (failed.data or {}).get("lock") or LockRecord()  # refusals: {"lock"}
+    lock = _refusing_lock(failed) if failed.code == Code.LOCKED else LockRecord()
     dead_holder = failed.code == Code.LOCKED and holder_is_dead(lock)
     pending = facts.pending
     if dead_holder and pending:
@@ -271,12 +273,21 @@ def report_suites(run: HostRun, steps: list[Step], response: AgentResponse) -> l
     """Emit one info event per suite result of the smoke ops in `steps`; return them."""
     reported = []
     for (stage, _), result in zip(steps, response.results, strict=False):
-        if result.op != "smoke":
+        if result.op != OpName.SMOKE:
             continue
         for suite in suite_results(result):
             run.recorder.info(stage, describe_suite(suite), data=suite)
             reported.append(suite)
     return reported
+
+
+def _refusing_lock(failed: OpResult) -> LockRecord:
+    """The lock named by a `locked` refusal (its LockRefusal), or an empty record when the
+    refusal carries none (or not as one)."""
+    try:
+        return failed.data_as(LockRefusal).lock or LockRecord()
+    except WireError:
+        return LockRecord()
 
 
 def _holder(lock: LockRecord) -> str:

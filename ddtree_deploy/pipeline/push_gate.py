@@ -10,6 +10,7 @@ from typing import Any
 
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.compare import (
@@ -85,7 +86,7 @@ class PushGate:
     def judge_baseline(self, response: AgentResponse) -> str | None:
         """End the baseline stage: None when the old server gave a usable baseline, else
         why not (the push then stops before installing anything)."""
-        measured = response.result_as("gate_measure", GateMeasurement)
+        measured = response.result_as(OpName.GATE_MEASURE, GateMeasurement)
         if measured is None:
             return None  # the op failed: its stage already failed, the push rolls back
         problem = unusable(measured)
@@ -107,7 +108,7 @@ class PushGate:
         """End the canary stage: every check as an info event, then ok or fail; returns the
         checks that stop the push (`gate.<name>: why; ...`: failed, or needing a human) or
         None."""
-        measured = response.result_as("gate_measure", GateMeasurement)
+        measured = response.result_as(OpName.GATE_MEASURE, GateMeasurement)
         if measured is None:
             return None
         if self.baseline is None:  # observe mode went on without one: nothing to compare
@@ -145,7 +146,7 @@ class PushGate:
         response = self.run.ask([(Stage.ROLLBACK, op)])
         if not isinstance(response, AgentResponse):
             return f"the rollback's replay could not run: {response.message}"
-        measured = response.result_as("gate_measure", GateMeasurement)
+        measured = response.result_as(OpName.GATE_MEASURE, GateMeasurement)
         if measured is None:
             failed = response.failed
             return f"the rollback's replay failed: {failed.error if failed else response.error}"
@@ -211,7 +212,9 @@ def recheck_speed(
         op = gate_op(run.host, settings, f"retry-{attempt}", load=False)
         response = run.ask_quietly([(stage, op)])
         try:
-            measured = response.result_as("gate_measure", GateMeasurement) if response else None
+            measured = (
+                response.result_as(OpName.GATE_MEASURE, GateMeasurement) if response else None
+            )
         except WireError:  # not a measurement: the checks stand as they are
             measured = None
         if measured is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddtree_deploy.agent import Op
+from ddtree_deploy.agent.host.wire import JournalState
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.settings import GateMode, GateSettings
@@ -90,7 +91,7 @@ class PushSteps:
         """Every service's restart and health, in order; [] when this push restarts nothing."""
         if not self.restarts:
             return []
-        return [(Stage(name), op) for name, op in ops.service_ops(self.run.host)]
+        return ops.service_ops(self.run.host)
 
     def stage_ops(self, stage: Stage) -> list[Op]:
         """The ops `stage` sends in this push; [] when the stage does not run here."""
@@ -123,7 +124,7 @@ class PushSteps:
                 backup = f"backups/{deploy_id}"
                 return [
                     ops.journal_op(
-                        deploy_id, "installing", **intent, backup=backup, files=self.plan
+                        deploy_id, JournalState.INSTALLING, **intent, backup=backup, files=self.plan
                     )
                 ]
             case Stage.BASELINE if self.gating:
@@ -157,7 +158,7 @@ class PushSteps:
                     "holder": self.opts.holder,
                     **self.container_fields,
                 }
-                return [ops.journal_op(deploy_id, "committed", **fields)]
+                return [ops.journal_op(deploy_id, JournalState.COMMITTED, **fields)]
             case Stage.UNLOCK:
                 return [ops.unlock_op(run.run_id)]
             case Stage.PRUNE:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent import AgentResponse
+from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import Code, JournalState, OpName
+from ddtree_deploy.agent.host.wire_outcomes import DriftRefusal, Restored
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step
@@ -17,7 +20,7 @@ def restore_backup(
     deploy_id: str,
     restart: bool,
     stage: Stage,
-    final_state: str = "rolled_back",
+    final_state: JournalState = JournalState.ROLLED_BACK,
     reason: str = "",
     unlock: bool = True,
     package: str = "sglang",
@@ -58,30 +61,29 @@ def restore_backup(
         )
     failed = response.failed
     if failed is None:
-        restored = response.result("restore")
-        data = restored.data if restored is not None and isinstance(restored.data, dict) else {}
-        saved = report_drift(run, stage, deploy_id, data)
-        if saved is None:
+        restored = _restored(response)
+        saved = report_drift(run, stage, deploy_id, restored)
+        if saved is None or restored is None:
             return run.result(Outcome.ROLLED_BACK, reason, deploy_id=deploy_id)
         note = f"hand-edited files saved in {saved}"
         return run.result(
             Outcome.ROLLED_BACK,
             f"{reason}; {note}" if reason else note,
             deploy_id=deploy_id,
-            details={"drift_saved": saved, "drift": data.get("drift")},
+            details={"drift_saved": saved, "drift": restored.drift},
         )
-    if failed.op == "restore" and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
+    if failed.op == OpName.RESTORE and failed.code in (Code.DRIFT, Code.STATE_DIR_UNWRITABLE):
         outcome = Outcome.REFUSED if failed.code == Code.DRIFT else Outcome.NEEDS_ATTENTION
         return drift_refused(run, stage, deploy_id, outcome, failed.error or "", failed.data)
-    if failed.op == "restore" and failed.code == Code.NO_BACKUP:
+    if failed.op == OpName.RESTORE and failed.code == Code.NO_BACKUP:
         run.release_lock()  # the backup op writes its manifest last: no manifest, no install
         return run.result(
             Outcome.ROLLED_BACK, f"{reason}; no backup was made, site-packages untouched"
         )
-    if refuse_unsafe and failed.op == "restore" and failed.code == Code.UNSAFE_PATH:
+    if refuse_unsafe and failed.op == OpName.RESTORE and failed.code == Code.UNSAFE_PATH:
         run.release_lock()  # refused before the first write: the host is as it was
         return run.result(Outcome.REFUSED, f"{failed.error}", deploy_id=deploy_id)
-    if failed.op in ("restore", "journal"):
+    if failed.op in (OpName.RESTORE, OpName.JOURNAL):
         files = (failed.data or {}).get("files", {})
         _mark_unfinished(run, deploy_id, stage, failed.error or "")
         return run.result(
@@ -91,7 +93,7 @@ def restore_backup(
             deploy_id=deploy_id,
             details={"files": files, "error": failed.data},
         )
-    if failed.op == "lock_release":
+    if failed.op == OpName.LOCK_RELEASE:
         return run.result(
             Outcome.NEEDS_ATTENTION,
             f"files restored, but the host lock could not be released ({failed.error}); "
@@ -113,14 +115,24 @@ def saved_note(result: HostResult) -> str:
     return f"; hand-edited files saved in {saved}" if saved else ""
 
 
-def report_drift(run: HostRun, stage: Stage, deploy_id: str, data: Any) -> str | None:
-    """Emit an info event for the hand-edited files a forced restore saved (data: the
-    restore op's answer); return the directory they were saved in, None when none were."""
-    found = data if isinstance(data, dict) else {}
-    saved = found.get("drift_saved")
-    if not saved:
+def _restored(response: AgentResponse) -> Restored | None:
+    """The restore op's answer, typed; None when it did not run or did not answer with
+    its record (the files are back all the same: nothing more to report)."""
+    try:
+        return response.result_as(OpName.RESTORE, Restored)
+    except WireError:
         return None
-    drift = found.get("drift") or []
+
+
+def report_drift(
+    run: HostRun, stage: Stage, deploy_id: str, restored: Restored | None
+) -> str | None:
+    """Emit an info event for the hand-edited files a forced restore saved (`restored`:
+    the restore op's answer); return the directory they were saved in, None when none were."""
+    saved = restored.drift_saved if restored is not None else None
+    if restored is None or not saved:
+        return None
+    drift = restored.drift
     names = ", ".join(str(d.get("file")) for d in drift)
     run.recorder.info(
         stage,
@@ -136,7 +148,10 @@ def drift_refused(
     """The restore op refused before writing anything (files hand-edited since the deploy,
     or their bytes could not be saved for --force): the host ends `outcome`, its lock
     released; an info event carries each file and its hashes (--json)."""
-    drift = (data if isinstance(data, dict) else {}).get("drift") or []
+    try:
+        drift = DriftRefusal.from_dict(data, "restore refusal").drift
+    except WireError:  # not its record: no file to name
+        drift = []
     run.recorder.info(stage, f"hand edits found: {error}", {"deploy_id": deploy_id, "drift": drift})
     run.release_lock()
     message = error
@@ -150,7 +165,7 @@ def _mark_unfinished(run: HostRun, deploy_id: str, stage: Stage, error: str) -> 
     `installing` when this fails too, so recover finds the deploy either way)."""
     run.try_call(
         [
-            (stage, ops.journal_op(deploy_id, "rollback_failed", error=error[:500])),
+            (stage, ops.journal_op(deploy_id, JournalState.ROLLBACK_FAILED, error=error[:500])),
             (Stage.UNLOCK, ops.unlock_op(run.run_id)),
         ]
     )

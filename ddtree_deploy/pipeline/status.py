@@ -6,7 +6,10 @@ import time
 from typing import Any
 
 from ddtree_deploy.agent import OpResult
+from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import JournalState, OpName
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
+from ddtree_deploy.agent.host.wire_outcomes import ServicesResult
 from ddtree_deploy.agent.host.wire_results import JournalEntry, LockRecord
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, holder_is_dead
@@ -44,7 +47,7 @@ def status_host(
     hand_edits = drift_found(found.also)
     for state in services:  # the JSON stream's view of each service (the table has a column)
         run.recorder.info(Stage.STATUS, f"service {state['name']}", {"service": state})
-    committed = [d for d in facts.deploys if d.get("state") == "committed"]
+    committed = [d for d in facts.deploys if d.get("state") == JournalState.COMMITTED]
     details: dict[str, Any] = {
         "package_version": facts.package_version,
         "deployed": committed[-1].get("patchset") if committed else None,
@@ -97,7 +100,7 @@ def drift_found(answers: tuple[OpResult, ...]) -> dict[str, Any]:
     """The drift op's answer ({deploy_id, drift: [{file, expected_sha256, found_sha256}]}),
     {} without one."""
     for answer in answers:
-        if answer.op == "drift" and answer.ok and isinstance(answer.data, dict):
+        if answer.op == OpName.DRIFT and answer.ok and isinstance(answer.data, dict):
             return answer.data
     return {}
 
@@ -124,8 +127,12 @@ def service_states(answers: tuple[OpResult, ...]) -> list[dict[str, Any]]:
     """Each service's state from the services op's answer ([] without one, or when it
     failed: the services are then simply not shown)."""
     for answer in answers:
-        if answer.op == "services" and answer.ok and isinstance(answer.data, dict):
-            return list(answer.data.get("services") or [])
+        if answer.op == OpName.SERVICES and answer.ok:
+            try:
+                found = answer.data_as(ServicesResult)
+            except WireError:  # not its record: the services are not shown
+                return []
+            return [state.to_dict() for state in found.services]
     return []
 
 

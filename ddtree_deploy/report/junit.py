@@ -36,7 +36,7 @@ def junit_xml(name: str, results: list[HostResult]) -> str:
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for r in results:
         cases = [
-            (rec.stage, rec.ok, rec.skipped, rec.duration_s, rec.message, rec.message)
+            (str(rec.stage), rec.ok, rec.skipped, rec.duration_s, rec.message, rec.message)
             for rec in r.records
         ]
         for s in suite_results(r):

@@ -20,7 +20,7 @@ def refusal_event(command: str, message: str) -> Event:
         ts=datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
         run_id=secrets.token_hex(6),  # the format of pipeline.new_run_id; no run started
         host="",
-        stage=Stage.INPUT.value,
+        stage=Stage.INPUT,
         event="fail",
         message=message,
         data={"command": command, "exit_code": REFUSED_EXIT_CODE},

@@ -124,7 +124,7 @@ def warm_up(names, blocked, timeout_s):
     for name in list(sys.modules):  # partial leftovers of an interrupted or evicted import
         if blocker.refuses(name) or _initializing(sys.modules[name]):
             sys.modules.pop(name, None)
-    report = {
+    report: dict = {
         "s": round(time.monotonic() - started, 3),
         "kept": len(kept),
         "evicted": len(evicted),
@@ -226,8 +226,9 @@ def run_groups(groups, timeout_s, workers):
     """Yield (group index, results, seconds since its first child started) as each group
     finishes; at most `workers` children at once."""
     pending = [(i, list(names)) for i, names in enumerate(groups) if names]
-    began = {}
-    running, results = {}, {i: {} for i, _ in pending}
+    began: dict = {}
+    running: dict = {}
+    results: dict = {i: {} for i, _ in pending}
     remaining = {i: len(names) for i, names in pending}
     while pending or running:
         while pending and len(running) < workers:

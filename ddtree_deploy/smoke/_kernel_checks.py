@@ -60,7 +60,7 @@ def same_tree(ours, tree: TreeNodes, nodes: int | None = None) -> bool:
 def tie_free(gen: torch.Generator, oracle, batch: int, depths: int, vocab: int, budget: int):
     """Return [B, L, V] logits whose best budget + 1 prefixes (and row top-k values) are at
     least 1e-3 apart: fp32 (UNO) and fp64 (ours) prefix sums then order them the same."""
-    rows = []
+    rows: list[torch.Tensor] = []
     while len(rows) < batch:
         logits = torch.randn(depths, vocab, generator=gen) * 3.0
         top = torch.topk(logits, min(budget + 1, vocab), dim=-1).values

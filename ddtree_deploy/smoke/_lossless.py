@@ -190,7 +190,7 @@ def choose_reference(shipped, record_dir, fingerprint, dtype, sampling_params):
     Returns (reference or None, where it came from, notes): one note per reference looked
     at and not taken, saying why, so that a missing reference can be explained.
     """
-    notes = []
+    notes: list[str] = []
     for i, candidate in enumerate(shipped or []):
         where = f"shipped reference {i + 1} ({_describe(candidate)})"
         why = _unusable(candidate, fingerprint, dtype, sampling_params)
@@ -292,7 +292,7 @@ def compare_outputs(url, results, prompts, expected, seconds):
         got = answer["output_ids"] if answer is not None else None
         difference = problem if got is None else describe_difference(expected[i], got)
         if difference is None:
-            identical, tokens = identical + 1, tokens + len(got)
+            identical, tokens = identical + 1, tokens + len(got or ())
             continue
         bad.append(f"{where}: {difference}")
         lines.append(f"{where} {prompt_label(prompts[i])}: {difference}")
@@ -351,7 +351,8 @@ def check_acceptance(url, results, min_accept_length):
 
 def bounded(lines, limit_chars=1900):
     """Join lines, dropping whole lines from the end so that the first line always survives."""
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for k, line in enumerate(lines):
         line = line[:300]
         if kept and used + len(line) + 1 > limit_chars:

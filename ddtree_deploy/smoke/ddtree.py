@@ -323,7 +323,7 @@ def build_unresolved_server_args(server_args_cls: type) -> Any:
     DFLASH with overlap); on 0.5.23 DDTREE's worker serves both, so the class is the same.
     """
     if dataclasses.is_dataclass(server_args_cls):
-        server_args = object.__new__(server_args_cls)
+        server_args: Any = object.__new__(server_args_cls)
         for field in dataclasses.fields(server_args_cls):
             if field.default_factory is not dataclasses.MISSING:
                 setattr(server_args, field.name, field.default_factory())

@@ -163,6 +163,7 @@ def import_forked(site, groups, timeout_s):
     with tempfile.TemporaryDirectory(prefix="ddtree-imports-") as scratch:
         request["out"] = os.path.join(scratch, "lines.jsonl")  # out of band, as the probe's
         request["path"] = child_path()
+        code: int | str  # the exit status, or how it was killed
         try:
             done = subprocess.run(
                 [sys.executable, *python_flags(), script],
@@ -174,8 +175,9 @@ def import_forked(site, groups, timeout_s):
             )
             stderr, code = done.stderr, done.returncode
         except subprocess.TimeoutExpired as exc:
-            stderr, code = exc.stderr or "", "killed after %ss" % limit
-            stderr = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+            raw = exc.stderr or ""
+            stderr = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            code = "killed after %ss" % limit
         try:
             with open(request["out"], encoding="utf-8", errors="replace") as fh:
                 lines = fh.read().splitlines()
@@ -236,7 +238,7 @@ def imported_modules(path, package):
     """Absolute module names a source file imports (relative imports resolved)."""
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read(), path)
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

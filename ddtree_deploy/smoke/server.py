@@ -206,7 +206,7 @@ def note_record(record_dir, note):
 def record_reference(suite, http, base, timeout_s, lossless_options):
     """Mode record: write the plain server's greedy outputs as a reference, or skip saying why."""
     settings, problem = read_lossless(lossless_options)
-    record_dir = (settings or {}).get("record_dir")
+    record_dir = (settings or {}).get("record_dir") or ""
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     def skip(reason):
@@ -291,7 +291,7 @@ def main():
     suite = Suite("server")
     options = suite.input.get("options") or {}
     spec = options.get("server") or {}
-    lossless_options = options.get("lossless") or None
+    lossless_options = options.get("lossless") or {}
     if options.get("service") == "none":
         suite.finish(skipped_reason="skipped: the inventory gives this host no service")
     base = str(spec.get("server_url", "http://127.0.0.1:30000")).rstrip("/")

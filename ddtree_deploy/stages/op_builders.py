@@ -12,6 +12,7 @@ from typing import Any
 
 from ddtree_deploy.agent import Op
 from ddtree_deploy.agent.host import wire
+from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.stages.prepared import PreparedFile, PreparedPatchset, check_smoke_sources
@@ -152,9 +153,13 @@ def unlock_op(run_id: str) -> Op:
     return Op.of(wire.LockReleaseArgs(run_id=run_id))
 
 
-def journal_op(deploy_id: str, state: str, **fields: Any) -> Op:
+def journal_op(deploy_id: str, state: wire.JournalState, **fields: Any) -> Op:
     """Return the journal op appending {deploy_id, state, **fields} (the agent adds ts)."""
-    return Op.of(wire.JournalArgs(entry={"deploy_id": deploy_id, "state": state, **fields}))
+    return Op.of(
+        wire.JournalArgs(
+            entry={"deploy_id": deploy_id, "state": wire.JournalState(state).value, **fields}
+        )
+    )
 
 
 def backup_op(
@@ -289,8 +294,8 @@ def lossless_options(host: Host, prepared: PreparedPatchset, mode: str) -> dict[
     }
 
 
-def service_ops(host: Host) -> list[tuple[str, Op]]:
-    """Return the (stage name, op) pairs that restart every service of the host and wait
+def service_ops(host: Host) -> list[tuple[Stage, Op]]:
+    """Return the (stage, op) pairs that restart every service of the host and wait
     for its health; nothing for kind = "none". Commands travel as argv lists: no shell.
 
     Several services restart in inventory order. By default each answers health before
@@ -302,29 +307,34 @@ def service_ops(host: Host) -> list[tuple[str, Op]]:
     named = host.named_services()
     records = [(_service_record(host, spec, name), spec.health_checked) for spec, name in named]
     if len(records) < 2 or host.stagger_s is None:
-        pairs: list[tuple[str, Op]] = []
+        pairs: list[tuple[Stage, Op]] = []
         for service, checked in records:
-            pairs.append(("restart", Op.of(wire.RestartArgs(service=service))))
+            pairs.append((Stage.RESTART, Op.of(wire.RestartArgs(service=service))))
             if checked:
-                pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
+                pairs.append((Stage.HEALTH, Op.of(wire.HealthArgs(service=service))))
         return pairs
     restarts = [
-        ("restart", Op.of(wire.RestartArgs(service=service, after_s=host.stagger_s if i else 0.0)))
+        (
+            Stage.RESTART,
+            Op.of(wire.RestartArgs(service=service, after_s=host.stagger_s if i else 0.0)),
+        )
         for i, (service, _) in enumerate(records)
     ]
-    healths = [("health", Op.of(wire.HealthArgs(service=s))) for s, checked in records if checked]
+    healths = [
+        (Stage.HEALTH, Op.of(wire.HealthArgs(service=s))) for s, checked in records if checked
+    ]
     return restarts + healths
 
 
-def service_action_ops(host: Host, action: str, health: bool = False) -> list[tuple[str, Op]]:
+def service_action_ops(host: Host, action: str, health: bool = False) -> list[tuple[Stage, Op]]:
     """A restart group's phase ops for every service of the host: "stop" or "start"
     (restart stage), each start followed by its health wait when `health` (the leader)."""
-    pairs: list[tuple[str, Op]] = []
+    pairs: list[tuple[Stage, Op]] = []
     for spec, name in host.named_services():
         service = _service_record(host, spec, name)
-        pairs.append(("restart", Op.of(wire.RestartArgs(service=service, action=action))))
+        pairs.append((Stage.RESTART, Op.of(wire.RestartArgs(service=service, action=action))))
         if health and action == "start" and spec.health_checked:
-            pairs.append(("health", Op.of(wire.HealthArgs(service=service))))
+            pairs.append((Stage.HEALTH, Op.of(wire.HealthArgs(service=service))))
     return pairs
 
 

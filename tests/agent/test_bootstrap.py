@@ -49,14 +49,14 @@ def test_every_host_thread_gets_the_one_bundle_packed_once(monkeypatch):
     once (a slow pack would otherwise be paid by each thread that asked before it was
     stored), and every thread gets the same bytes."""
     packs: list[int] = []
-    real = protocol.wire.pack_bundle
+    real = protocol.wire_bundle.pack_bundle
 
     def slow_pack(sources):
         packs.append(1)
         time.sleep(0.05)  # every thread asks while the first pack is under way
         return real(sources)
 
-    monkeypatch.setattr(protocol.wire, "pack_bundle", slow_pack)
+    monkeypatch.setattr(protocol.wire_bundle, "pack_bundle", slow_pack)
     protocol._packed_agent.cache_clear()
     got: list[bytes] = []
     threads = [threading.Thread(target=lambda: got.append(packed_agent())) for _ in range(8)]

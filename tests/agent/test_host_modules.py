@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_deploy.agent.host import files, main, wire
+from ddtree_deploy.agent.host import files, main, wire, wire_bundle
 from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire_results import Facts, FileFacts, ServeFound
 from ddtree_deploy.agent.protocol import agent_version
@@ -90,15 +90,13 @@ def test_host_module_is_python38_grammar_and_stdlib_only(path):
 
 
 def test_agent_version_is_the_hash_of_the_bundle_it_was_built_from(monkeypatch):
-    assert (
-        main.agent_version() == agent_version() == wire.bundle_hash(wire.bundle_sources(HOST_DIR))
-    )
-    sources = wire.bundle_sources(HOST_DIR)
+    sources = wire_bundle.bundle_sources(HOST_DIR)
+    assert main.agent_version() == agent_version() == wire_bundle.bundle_hash(sources)
     assert set(sources) == {f"ddtree_agent.{p.stem}" for p in HOST_DIR.glob("*.py")} - {
         "ddtree_agent.__init__"
     }
     changed = dict(sources, **{"ddtree_agent.pure": sources["ddtree_agent.pure"] + "\n"})
-    assert wire.bundle_hash(changed) != wire.bundle_hash(sources)
+    assert wire_bundle.bundle_hash(changed) != wire_bundle.bundle_hash(sources)
 
 
 # --- files -------------------------------------------------------------------------

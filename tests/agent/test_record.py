@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from ddtree_deploy.agent import agent_command
-from ddtree_deploy.agent.host import wire
+from ddtree_deploy.agent.host import wire, wire_bundle
 from ddtree_deploy.agent.host.record import FrozenRecordError, Record, WireError, field
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.agent.protocol import bundle
@@ -96,7 +96,7 @@ def _agent_imports(sources: dict[str, str], tmp_path) -> set[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         argv,
-        input=wire.pack_bundle(sources) + request_line(tmp_path, []).encode(),
+        input=wire_bundle.pack_bundle(sources) + request_line(tmp_path, []).encode(),
         capture_output=True,
         timeout=60,
         env=env,

@@ -116,6 +116,10 @@ class FakeHost:
             data = {"suites": [{"suite": s["name"], "passed": True, "checks": []} for s in suites]}
         elif op.op == "prune":
             data = {"removed": ["old-1"], "kept": []}
+        elif op.op == "restore":  # a Restored, as the agent answers (wire_outcomes.py)
+            backup = f"/state/backups/{op.args['deploy_id']}"
+            data = {"files": {}, "backup": backup, "drift": [], "drift_saved": None,
+                    "unchecked": []}  # fmt: skip
         return OpResult(op=op.op, ok=True, data=data, duration_s=0.01)
 
 

@@ -54,10 +54,16 @@ def test_rollback_refused_by_a_hand_edit_is_exit_2_unlocked_and_journals_nothing
     }
 
 
+def restored(saved: str) -> dict[str, object]:
+    """A forced restore's answer (wire_outcomes.Restored): DRIFT's bytes saved in `saved`."""
+    backup = f"/var/lib/ddtree-deploy/backups/{DEPLOY}"
+    return {"files": {FILE: "restored"}, "backup": backup, "drift": DRIFT, "drift_saved": saved,
+            "unchecked": []}  # fmt: skip
+
+
 def test_forced_rollback_says_where_the_hand_edits_went():
     saved = f"/var/lib/ddtree-deploy/backups/{DEPLOY}/drifted-20260101T000001Z"
-    answer = OpResult(op="restore", ok=True, data={"files": {FILE: "restored"}, "drift": DRIFT,
-                                                   "drift_saved": saved})  # fmt: skip
+    answer = OpResult(op="restore", ok=True, data=restored(saved))
     s = scene(facts_data=COMMITTED, restore=answer)
     result = rollback_host(s.run, "t", None, restart=False, force=True)
     assert result.outcome == Outcome.OK
@@ -85,8 +91,7 @@ def test_a_pushs_own_rollback_keeps_what_was_edited_mid_push_and_still_rolls_bac
     forced, so the host ends as it was (exit 1) and the edited bytes are kept beside the
     backup, the message saying where."""
     saved = f"/var/lib/ddtree-deploy/backups/{DEPLOY}/drifted-20260101T000001Z"
-    answer = OpResult(op="restore", ok=True, data={"files": {FILE: "restored"}, "drift": DRIFT,
-                                                   "drift_saved": saved})  # fmt: skip
+    answer = OpResult(op="restore", ok=True, data=restored(saved))
     s = scene(smoke="smoke_failed", restore=answer)
     result = push_host(s.run, PREPARED(), OPTS)
     assert result.outcome == Outcome.ROLLED_BACK

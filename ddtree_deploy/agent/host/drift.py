@@ -21,7 +21,8 @@ from .files import check_serve_path, safe_join, write_atomic
 from .private import check_private_dir, open_private
 from .pure import sha256_bytes, sha256_file
 from .state import UNFINISHED, deploy_states, read_journal
-from .wire import Code, OpFailed
+from .wire import Code, JournalState, OpFailed
+from .wire_outcomes import DriftRefusal
 
 SERVE_KEY = "serve"  # where the serve file's copy lies in a backup (and in a drift copy)
 
@@ -63,7 +64,7 @@ def _known(info):
 def _later_hashes(ctx, deploy_id):
     """{absolute path: sha256s} written or backed up by the deploys after `deploy_id` (deploy
     ids sort by time: they start with a UTC stamp); unreadable manifests are skipped."""
-    later = {}
+    later = {}  # type: dict
     try:
         names = sorted(os.listdir(ctx.backups_dir))
     except OSError:
@@ -160,7 +161,7 @@ def save_drifted(ctx, deploy_id, manifest, drift):
         write_atomic(os.path.join(dest, "drifted.json"), json.dumps(listing).encode(), 0o600)
     except (OSError, ValueError) as exc:
         message = "could not save the hand-edited files (nothing restored): %s" % exc
-        raise OpFailed(Code.STATE_DIR_UNWRITABLE, message, {"drift": drift}) from None
+        raise OpFailed(Code.STATE_DIR_UNWRITABLE, message, DriftRefusal(drift)) from None
     finally:
         os.umask(umask)
     return dest
@@ -183,7 +184,7 @@ def current_deploy(entries):
     """The deploy whose files the host should hold now: the newest unfinished one, else the
     newest committed one; None when neither exists."""
     states = list(deploy_states(entries).values())
-    for wanted in (UNFINISHED, ("committed",)):
+    for wanted in (UNFINISHED, (JournalState.COMMITTED,)):
         found = [e for e in states if e.get("state") in wanted]
         if found:
             return found[-1].get("deploy_id")

@@ -25,9 +25,9 @@ def run_entry(name, call):
         output = call()
         entry["data"] = _plain(output)
     except OpHalt as exc:
-        entry.update(halt=True, note=str(exc), code=exc.code.value, data=exc.data)
+        entry.update(halt=True, note=str(exc), code=exc.code.value, data=_plain(exc.data))
     except OpFailed as exc:
-        entry.update(ok=False, error=str(exc), code=exc.code.value, data=exc.data)
+        entry.update(ok=False, error=str(exc), code=exc.code.value, data=_plain(exc.data))
     except WireError as exc:
         entry.update(ok=False, error=str(exc), code=Code.BAD_ARGS.value, data={})
     except Exception as exc:  # noqa: BLE001 - anything else still comes back as data

@@ -74,7 +74,7 @@ def call(opener, url, timeout_s, payload=None):
         reason = "timed out after %gs" % timeout_s
     except urllib.error.URLError as exc:
         timed_out = isinstance(exc.reason, (socket.timeout, TimeoutError))
-        reason = "timed out after %gs" % timeout_s if timed_out else exc.reason
+        reason = "timed out after %gs" % timeout_s if timed_out else str(exc.reason)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         reason = "%s: %s" % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
     return None, b"", "%s %s: %s" % (verb, url, _one_line(reason))
@@ -117,7 +117,8 @@ def _read_answer(url, status, raw):
     if not isinstance(ids, list) or not all(_is_int(i) for i in ids):
         return None, 0, 0, where + "no output_ids in the answer (keys %s)" % sorted(body)[:20]
     meta = body.get("meta_info")
-    tokens = meta.get("completion_tokens") if isinstance(meta, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    tokens = meta.get("completion_tokens")
     if not _is_int(tokens):
         return None, 0, 0, where + "no meta_info.completion_tokens in the answer"
     verify_ct = meta.get("spec_verify_ct")  # sglang leaves it out when it is 0

@@ -20,7 +20,8 @@ import time
 from .entries import run_entry
 from .private import check_private_fd, check_state_dir
 from .state import Ctx
-from .wire import BEGIN, BUNDLE_PACKAGE, END, OpFailed, bundle_hash, bundle_sources, parse_args
+from .wire import BEGIN, END, OpFailed, OpName, parse_args
+from .wire_bundle import BUNDLE_PACKAGE, bundle_hash, bundle_sources
 
 
 def _op(module, name):
@@ -35,26 +36,26 @@ def _op(module, name):
     return op
 
 
-# op name -> function(ctx, typed args) returning a Record or a JSON-able dict
+# OpName -> function(ctx, typed args) returning a Record or a JSON-able dict
 OPS = {
-    "facts": _op("ops_plan", "op_facts"),
-    "check_plan": _op("ops_plan", "op_check_plan"),
-    "lock_acquire": _op("ops_plan", "op_lock_acquire"),
-    "lock_release": _op("ops_plan", "op_lock_release"),
-    "journal": _op("ops_plan", "op_journal"),
-    "backup": _op("ops_files", "op_backup"),
-    "install": _op("ops_files", "op_install"),
-    "compile": _op("ops_compile", "op_compile"),
-    "restore": _op("ops_files", "op_restore"),
-    "drift": _op("drift", "op_drift"),
-    "prune": _op("ops_files", "op_prune"),
-    "restart": _op("ops_service", "op_restart"),
-    "health": _op("ops_service", "op_health"),
-    "services": _op("ops_service_state", "op_services"),
-    "smoke": _op("ops_smoke", "op_smoke"),
-    "gate_measure": _op("ops_gate", "op_gate_measure"),
-    "edits": _op("ops_capture", "op_edits"),
-    "history": _op("ops_history", "op_history"),
+    OpName.FACTS: _op("ops_plan", "op_facts"),
+    OpName.CHECK_PLAN: _op("ops_plan", "op_check_plan"),
+    OpName.LOCK_ACQUIRE: _op("ops_plan", "op_lock_acquire"),
+    OpName.LOCK_RELEASE: _op("ops_plan", "op_lock_release"),
+    OpName.JOURNAL: _op("ops_plan", "op_journal"),
+    OpName.BACKUP: _op("ops_files", "op_backup"),
+    OpName.INSTALL: _op("ops_files", "op_install"),
+    OpName.COMPILE: _op("ops_compile", "op_compile"),
+    OpName.RESTORE: _op("ops_files", "op_restore"),
+    OpName.DRIFT: _op("drift", "op_drift"),
+    OpName.PRUNE: _op("ops_files", "op_prune"),
+    OpName.RESTART: _op("ops_service", "op_restart"),
+    OpName.HEALTH: _op("ops_service", "op_health"),
+    OpName.SERVICES: _op("ops_service_state", "op_services"),
+    OpName.SMOKE: _op("ops_smoke", "op_smoke"),
+    OpName.GATE_MEASURE: _op("ops_gate", "op_gate_measure"),
+    OpName.EDITS: _op("ops_capture", "op_edits"),
+    OpName.HISTORY: _op("ops_history", "op_history"),
 }
 # What a push's later requests import, loaded while the agent waits for them (see main).
 WARM_MODULES = (".ops_files", ".ops_compile", ".ops_service", ".ops_smoke")
@@ -64,13 +65,20 @@ WARM_MODULES = (".ops_files", ".ops_compile", ".ops_service", ".ops_smoke")
 # file atomically (O_EXCL). What is not atomic, replacing an expired or broken lock, it does
 # only while holding the flock (Ctx.flock_held), so two preflights after a dead run cannot
 # both take the lock over. Every other request waits as long as a run may.
-_QUICK = {"facts", "check_plan", "lock_acquire"}
+_QUICK = {OpName.FACTS, OpName.CHECK_PLAN, OpName.LOCK_ACQUIRE}
 # A request of only these ops needs no flock at all: facts, services, drift, edits and
 # history only read (each journal file is replaced whole), and gate_measure only reads the
 # server (it writes save_as atomically; a push that gates holds the host lock).
-_NO_FLOCK = {"facts", "services", "drift", "gate_measure", "edits", "history"}
+_NO_FLOCK = {
+    OpName.FACTS,
+    OpName.SERVICES,
+    OpName.DRIFT,
+    OpName.GATE_MEASURE,
+    OpName.EDITS,
+    OpName.HISTORY,
+}
 # Ops that never read or write the state dir: a request of only these skips its checks.
-_NO_STATE = {"services", "restart", "health", "edits"}
+_NO_STATE = {OpName.SERVICES, OpName.RESTART, OpName.HEALTH, OpName.EDITS}
 QUICK_WAIT_S, EXCLUSIVE_WAIT_S = 1.0, 3600.0
 FLOCK_POLL_S = 0.05
 

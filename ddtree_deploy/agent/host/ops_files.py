@@ -20,7 +20,8 @@ from .private import open_private, private_sha256
 from .pure import apply_unified_diff, sha256_bytes, sha256_file, split_backups
 from .restore_check import check_manifest
 from .state import deploy_states, list_backups, read_journal
-from .wire import Code, OpFailed
+from .wire import Code, JournalState, OpFailed
+from .wire_outcomes import DriftRefusal, Pruned, Restored, RestoreFailure
 from .wire_results import BackupResult
 
 
@@ -190,11 +191,11 @@ def _new_bytes(full, spec):
 
 def op_restore(ctx, args):
     """Put every file of a backup back (or remove it if it did not exist), then verify;
-    return {"files": {path: "restored"}, "backup": dir, "drift": [...], "drift_saved":
-    dir or None, "unchecked": [...]}.
+    return Restored (files: {path: "restored"}, the backup's dir, the hand edits found,
+    where their bytes were saved or None, the files that could not be checked).
 
     First, before any write, the files are checked for hand edits (drift.find_drift): a
-    drifted file refuses the restore (OpFailed drift, data {"drift": [...]}) unless
+    drifted file refuses the restore (OpFailed drift, data a DriftRefusal) unless
     args.force, which first copies the drifted bytes beside the backup (drift_saved).
     A file already at its original bytes is left alone, so a restore after a failure that
     changed nothing needs no free space and no write access. The manifest must pass
@@ -202,7 +203,7 @@ def op_restore(ctx, args):
     inventory's serve file) and each backup copy, read only when private.py finds it this
     user's alone, must match it before it is written back. Raises OpFailed: no_backup,
     backup_unreadable, unsafe_path, drift, state_dir_unwritable (the drifted bytes could not
-    be saved: nothing restored), restore_failed (data: the state of every file).
+    be saved: nothing restored), restore_failed (data: a RestoreFailure, the state of every file).
     """
     root = os.path.join(ctx.backups_dir, args.deploy_id)
     manifest = read_manifest(ctx, args.deploy_id)
@@ -216,7 +217,7 @@ def op_restore(ctx, args):
     saved = None
     if drift and not args.force:
         message = describe_drift(args.deploy_id, drift) + "; nothing restored"
-        raise OpFailed(Code.DRIFT, message, {"drift": drift})
+        raise OpFailed(Code.DRIFT, message, DriftRefusal(drift))
     if drift:
         saved = save_drifted(ctx, args.deploy_id, manifest, drift)
     states = {}
@@ -229,10 +230,9 @@ def op_restore(ctx, args):
         states[serve["path"]] = _restore_one(path, os.path.join(root, "serve"), serve, False)
     bad = {rel: s for rel, s in states.items() if s != "restored"}
     if bad:
-        data = {"files": states, "drift": drift, "drift_saved": saved}
+        data = RestoreFailure(states, drift, saved)
         raise OpFailed(Code.RESTORE_FAILED, "some files were not restored", data)
-    done = {"files": states, "backup": root, "drift": drift, "drift_saved": saved}
-    return dict(done, unchecked=unchecked)
+    return Restored(states, root, drift, saved, unchecked)
 
 
 def _restore_one(full, copy, info, is_module=True):
@@ -285,12 +285,12 @@ def _restore_meta(full, info, owner):
 
 def op_prune(ctx, args):
     """Keep the newest args.keep backups, never removing one whose deploy is still
-    `installing`; return {"removed": [deploy ids], "kept": [deploy ids]}."""
+    `installing`; return Pruned (the deploy ids removed and kept)."""
     states = deploy_states(read_journal(ctx))
     # deploy ids sort by time: they start with a UTC stamp
     ids = [b["deploy_id"] for b in list_backups(ctx)]
-    installing = {d for d in ids if states.get(d, {}).get("state") == "installing"}
+    installing = {d for d in ids if states.get(d, {}).get("state") == JournalState.INSTALLING}
     removed, kept = split_backups(ids, installing, args.keep)
     for deploy_id in removed:
         shutil.rmtree(os.path.join(ctx.backups_dir, deploy_id))
-    return {"removed": removed, "kept": kept}
+    return Pruned(removed, kept)

@@ -4,6 +4,7 @@ only; `ddtree-deploy history`)."""
 import json
 
 from .state import JOURNAL_KEEP_ROTATED, read_entries
+from .wire import JournalState
 from .wire_results import HistoryResult
 
 
@@ -25,7 +26,7 @@ def op_history(ctx, args):
     seen, entries, corrupt = set(), [], 0
     for path in journal_files(ctx):
         for entry in read_entries(path):
-            if entry.get("state") == "corrupt" or "deploy_id" not in entry:
+            if entry.get("state") == JournalState.CORRUPT or "deploy_id" not in entry:
                 corrupt += 1
                 continue
             key = json.dumps(

@@ -25,8 +25,9 @@ from .state import (
     read_lock,
     rotate_journal,
 )
-from .wire import Code, OpFailed, OpHalt
-from .wire_results import Facts, FileFacts, PlanResult, ServeFound
+from .wire import Code, OpFailed, OpHalt, OpName
+from .wire_outcomes import JournalAppended, LockRefusal, LockReleased, LockTaken
+from .wire_results import Facts, FileFacts, LockRecord, PlanResult, ServeFound
 
 SERVE_MAX_BYTES = 65536  # the most of the serve file facts read back
 GPU_QUERY_TIMEOUT_S = 20
@@ -150,11 +151,11 @@ def op_check_plan(ctx, args):
     Nothing to do halts the request (ok, code `no_changes`) before the lock is taken, so an
     idempotent re-push costs one round trip. Needs the facts op earlier in the request.
     """
-    facts = ctx.outputs["facts"]
+    facts = ctx.outputs[OpName.FACTS]
     held = facts.lock
     if held and held.get("run_id") != args.run_id and not args.break_lock:
         if held.get("expires_epoch", 0) >= time.time():  # a live run's deploy is not "pending"
-            raise OpFailed(Code.LOCKED, "host locked by %s" % held.get("holder"), {"lock": held})
+            raise OpFailed(Code.LOCKED, "host locked by %s" % held.get("holder"), LockRefusal(held))
     pending = [d.get("deploy_id") for d in facts.pending]
     if pending:
         raise OpFailed(Code.PENDING_RECOVERY, "unfinished deploy %s: run `recover`" % pending[-1])
@@ -196,7 +197,7 @@ def op_check_plan(ctx, args):
 
 
 def op_lock_acquire(ctx, args):
-    """Take the host lock; return {"lock": record} (plus "reentered" for our own run).
+    """Take the host lock; return a LockTaken (reentered: our own run held it already).
 
     Created atomically (O_EXCL); an expired or break_lock'd lock is replaced (the old record
     kept under "replaced"), but only while this agent holds the state dir's flock. Raises
@@ -205,32 +206,32 @@ def op_lock_acquire(ctx, args):
     """
     ctx.ensure_state_dir()
     now = time.time()
-    record = {
-        "run_id": args.run_id,
-        "holder": args.holder,
-        "pid": args.pid,
-        "controller": args.controller,
-        "started": now_utc(),
-        "expires_epoch": now + float(args.ttl_s),
-    }
+    record = LockRecord(
+        run_id=args.run_id,
+        holder=args.holder,
+        pid=args.pid,
+        controller=args.controller,
+        started=now_utc(),
+        expires_epoch=now + float(args.ttl_s),
+    )
     for _ in range(2):
         try:
             fd = os.open(ctx.lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
-            held = read_lock(ctx) or {}
+            held = read_lock(ctx) or LockRecord()
             if held.get("run_id") == args.run_id:
-                return {"lock": held, "reentered": True}
+                return LockTaken(held, reentered=True)
             if args.break_lock or held.get("expires_epoch", 0) < now:
                 if not ctx.flock_held:  # another agent works here: replacing could race it
                     message = "another agent is still working here; lock of %s kept" % (
                         held.get("holder"),
                     )
-                    raise OpFailed(Code.LOCKED, message, {"lock": held}) from None
+                    raise OpFailed(Code.LOCKED, message, LockRefusal(held)) from None
                 os.unlink(ctx.lock_path)
                 record["replaced"] = held
                 continue
             message = "host locked by %s" % held.get("holder")
-            raise OpFailed(Code.LOCKED, message, {"lock": held}) from None
+            raise OpFailed(Code.LOCKED, message, LockRefusal(held)) from None
         try:
             with os.fdopen(fd, "w") as fh:
                 json.dump(record, fh)
@@ -240,26 +241,27 @@ def op_lock_acquire(ctx, args):
             os.unlink(ctx.lock_path)
             message = "cannot write %s: %s" % (ctx.lock_path, exc)
             raise OpFailed(Code.STATE_DIR_UNWRITABLE, message) from None
-        return {"lock": record}
-    raise OpFailed(Code.LOCKED, "lock contended", {"lock": read_lock(ctx)})
+        return LockTaken(record)
+    raise OpFailed(Code.LOCKED, "lock contended", LockRefusal(read_lock(ctx)))
 
 
 def op_lock_release(ctx, args):
-    """Drop the lock if this run holds it; return {"released": bool} (and the other
-    run's lock when it is not ours)."""
+    """Drop the lock if this run holds it; return a LockReleased (with the lock left in
+    place when it is not ours)."""
     held = read_lock(ctx)
     if held and held.get("run_id") == args.run_id:
         os.unlink(ctx.lock_path)
-        return {"released": True}
-    return {"released": False, "lock": held}
+        return LockReleased(True)
+    return LockReleased(False, held)
 
 
 def op_journal(ctx, args):
     """Append args.entry, stamped with `ts` (UTC), to the journal, first rotating a journal
     grown past its bound (state.rotate_journal; only while this agent holds the state dir's
-    flock); return {"entry": it, "rotated": entries carried or None, "rotate_error": why
-    or None}. A rotation that fails is only reported: the entry still goes into the old
-    journal, as it always could. Raises OSError when the entry cannot be written."""
+    flock); return a JournalAppended (the entry; the entries carried or None; why the
+    rotation failed or None). A rotation that fails is only reported: the entry still
+    goes into the old journal, as it always could. Raises OSError when the entry cannot
+    be written."""
     ctx.ensure_state_dir()
     rotated, rotate_error = None, None
     if ctx.flock_held:
@@ -269,4 +271,4 @@ def op_journal(ctx, args):
             rotate_error = str(exc)
     entry = dict(args.entry, ts=now_utc())
     append_line(ctx.journal_path, entry)
-    return {"entry": entry, "rotated": rotated, "rotate_error": rotate_error}
+    return JournalAppended(entry, rotated, rotate_error)

@@ -3,18 +3,15 @@ it runs the status command or `systemctl is-active`, and asks the health URL onc
 
 from .health_probe import get_status
 from .ops_service import run_argv
+from .wire_outcomes import ServicesResult, ServiceState
 
 STATE_TIMEOUT_S = 10  # status command and health probe: `status` must not hang on one service
 
 
 def op_services(ctx, args):
-    """Return {"services": [{"name", "kind", "running", "health"}]} in inventory order.
-
-    running: True/False as the service's status command (exit 0) or `systemctl is-active`
-    says; None when the service has no way to tell (no status command, a container).
-    health: "HTTP 200", "HTTP 503", or why nothing answered (refused, timed out).
-    """
-    return {"services": [_state(service) for service in args.services]}
+    """Return a ServicesResult: one ServiceState (name, kind, running, health) per service,
+    in inventory order."""
+    return ServicesResult([_state(service) for service in args.services])
 
 
 def _state(service):
@@ -25,12 +22,7 @@ def _state(service):
     elif service.kind == "command" and service.status:
         argv = service.status
     running = None if argv is None else run_argv(argv, STATE_TIMEOUT_S)[0] == 0
-    return {
-        "name": service.name,
-        "kind": service.kind,
-        "running": running,
-        "health": _probe(service.health_url),
-    }
+    return ServiceState(service.name, service.kind, running, _probe(service.health_url))
 
 
 def _probe(url):

@@ -25,11 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from .entries import run_entry
 from .inspect_runtime import inspect_output
 from .ops_service import run_argv
-from .wire import BEGIN, END, Code, OpFailed, pack_bundle, parse_args
+from .wire import BEGIN, END, Code, OpFailed, OpName, parse_args
+from .wire_bundle import bundle_sources, pack_bundle
 from .wire_container import (
     AGENT_LOST,
     NOT_STARTED,
@@ -40,8 +42,7 @@ from .wire_container import (
     runs_on_host,
 )
 
-LOGS_TIMEOUT_S = 30
-CHILD_EXIT_WAIT_S = 10
+LOGS_TIMEOUT_S, CHILD_EXIT_WAIT_S = 30, 10
 STDERR_TAIL_CHARS = 1500
 CANNOT_START = (126, 127)  # the runtime's (and a shell's) "cannot execute" / "not found"
 
@@ -58,7 +59,7 @@ class Relay:
     """One container's agent behind this host-side agent, for every request of a command."""
 
     def __init__(self):
-        self.child = None  # the container's agent (subprocess.Popen), None until needed
+        self.child: Any = None  # the container's agent (a Popen), None until needed
         self.child_err = None  # a temp file holding its stderr
         self.answered = False  # whether the current child answered a request yet
         self.inspected = None  # ContainerFacts of the last inspect
@@ -160,8 +161,6 @@ class Relay:
         self.answered = False
         sources = getattr(sys.modules.get(__package__), "SOURCES", None)
         if sources is None:  # imported from the source tree (tests): the files beside us
-            from .wire import bundle_sources
-
             sources = bundle_sources(os.path.dirname(os.path.abspath(__file__)))
         try:
             self.child.stdin.write(pack_bundle(sources))
@@ -245,7 +244,7 @@ class Relay:
         `health` waited after our restart, and the container exited, was restarted by its
         restart policy or is gone (wire_container.died_while_starting), return the health
         op's UNHEALTHY entry saying so, with the container's log; else None (a lost agent)."""
-        if exc.code != AGENT_LOST or op.get("op") != "health" or self.restarted is None:
+        if exc.code != AGENT_LOST or op.get("op") != OpName.HEALTH or self.restarted is None:
             return None
         before, at = self.restarted
         try:
@@ -261,7 +260,7 @@ class Relay:
         def fail():
             raise OpFailed(Code.UNHEALTHY, why, data)
 
-        entry = run_entry("health", fail)[0]
+        entry = run_entry(OpName.HEALTH.value, fail)[0]
         entry["duration_s"] = round(time.monotonic() - at, 4)  # the wait, from the restart
         return entry
 
@@ -273,7 +272,7 @@ class Relay:
         """Return a container op's entry with what the host knows added: the container as
         inspected on a facts answer; the container's log on a failed health check."""
         data = entry.get("data")
-        if entry.get("op") == "facts" and entry["ok"] and isinstance(data, dict):
+        if entry.get("op") == OpName.FACTS and entry["ok"] and isinstance(data, dict):
             if self.inspected is not None:
                 data["container"] = self.inspected.to_dict()
         if entry.get("code") == Code.UNHEALTHY.value and isinstance(data, dict):

@@ -8,8 +8,12 @@ import sys
 
 from .files import write_atomic
 from .private import check_private_dir, open_private
+from .wire import JournalState
 
-UNFINISHED = ("installing", "rollback_failed")  # journal states a `recover` must finish
+UNFINISHED = (
+    JournalState.INSTALLING,
+    JournalState.ROLLBACK_FAILED,
+)  # journal states a `recover` must finish
 # The journal is read whole at every preflight (~20 ms a MiB, ~1,000 deploys a MiB): past this
 # size the next append first rotates it (rotate_journal), so a host's preflight costs the
 # same after its thousandth deploy as after its tenth, and its state dir stays bounded.
@@ -56,7 +60,7 @@ def read_entries(path):
                     try:
                         entries.append(json.loads(line))
                     except ValueError:
-                        entries.append({"state": "corrupt", "raw": line[:200]})
+                        entries.append({"state": JournalState.CORRUPT.value, "raw": line[:200]})
     except FileNotFoundError:
         pass
     return entries
@@ -102,7 +106,7 @@ def rotate_journal(ctx):
 
 def deploy_states(entries):
     """Return deploy_id -> its latest journal entry, ordered by each deploy's last entry."""
-    latest = {}
+    latest = {}  # type: dict
     for entry in entries:
         if "deploy_id" in entry:
             latest.pop(entry["deploy_id"], None)

@@ -11,18 +11,13 @@ A result is one of three things:
   rest of a chain the same way, without calling it an error.
 - failed: the op could not do its work; later ops are skipped; `code` says why.
 
-Every op's arguments are one record below (`OP_ARGS` maps the op name to it), and the
+Every op's arguments are one record below (`OP_ARGS` maps its OpName to it), and the
 results the controller reads as data have one too (`wire_results.py`). `from_dict` is
 strict: an unknown or missing key is a `WireError` naming the op and the key.
 """
 
-import base64
-import hashlib
-import json
-import os
-import zlib
 from enum import Enum
-from typing import Any, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 from .record import Record as Record
 from .record import WireError as WireError
@@ -38,16 +33,13 @@ from .wire_service import ServicesArgs as ServicesArgs
 from .wire_service import SmokeArgs as SmokeArgs
 from .wire_service import SmokeSuite as SmokeSuite
 
-BEGIN = "<<<DDTREE-AGENT-BEGIN>>>"
-END = "<<<DDTREE-AGENT-END>>>"
-BUNDLE_PACKAGE = "ddtree_agent"  # the host imports the bundle's modules under this name
+BEGIN, END = "<<<DDTREE-AGENT-BEGIN>>>", "<<<DDTREE-AGENT-END>>>"  # frame an answer
 
 
 class Code(str, Enum):
     """Why an op halted or failed. A str Enum: it compares equal to its JSON value."""
 
-    # halt, ok
-    NO_CHANGES = "no_changes"
+    NO_CHANGES = "no_changes"  # halt, ok
     # refusals before anything changed (preflight)
     LOCKED = "locked"
     PENDING_RECOVERY = "pending_recovery"
@@ -79,6 +71,49 @@ class Code(str, Enum):
     EXCEPTION = "exception"
 
 
+class _Name(str, Enum):
+    """A str Enum that equals, hashes and formats as its JSON value (python 3.8 and on)."""
+
+    def __str__(self):
+        return str(self.value)
+
+    def __format__(self, spec):
+        return format(str(self.value), spec)
+
+
+class OpName(_Name):
+    """The ops an agent runs: an op's "op" in a request and in its answer."""
+
+    FACTS = "facts"
+    CHECK_PLAN = "check_plan"
+    LOCK_ACQUIRE = "lock_acquire"
+    LOCK_RELEASE = "lock_release"
+    JOURNAL = "journal"
+    BACKUP = "backup"
+    INSTALL = "install"
+    COMPILE = "compile"
+    RESTORE = "restore"
+    DRIFT = "drift"
+    RESTART = "restart"
+    HEALTH = "health"
+    SERVICES = "services"
+    SMOKE = "smoke"
+    PRUNE = "prune"
+    GATE_MEASURE = "gate_measure"
+    EDITS = "edits"
+    HISTORY = "history"
+
+
+class JournalState(_Name):
+    """A deploy's state in the host's journal (an entry's "state"), the last entry's counts."""
+
+    INSTALLING = "installing"  # files may be changing: unfinished, for `recover`
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+    ROLLBACK_FAILED = "rollback_failed"  # unfinished, for `recover`
+    CORRUPT = "corrupt"  # read back for a line that is no JSON; never written
+
+
 class OpFailed(Exception):
     """An expected failure of one op: `code` (a Code) says why, `data` travels back."""
 
@@ -90,39 +125,6 @@ class OpFailed(Exception):
 class OpHalt(OpFailed):
     """The op succeeded and nothing further is needed: later ops are skipped, the request
     stays ok."""
-
-
-def bundle_sources(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, str]:
-    """Return {"ddtree_agent.<module>": source text} of every host module in `directory`.
-
-    The bundle is every `*.py` there except `__init__.py` (the host's bootstrap makes the
-    package module itself). Raises OSError when the directory cannot be read.
-    """
-    sources = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".py") and name != "__init__.py":
-            with open(os.path.join(directory, name), encoding="utf-8") as fh:
-                sources[BUNDLE_PACKAGE + "." + name[:-3]] = fh.read()
-    return sources
-
-
-def bundle_hash(sources: Dict[str, str]) -> str:
-    """Return the agent version: sha256 hex of the bundle's {module name: source} (sorted)."""
-    return hashlib.sha256(json.dumps(sources, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-# zlib's default: 0.4% larger than level 9 on the bundle (~50 KB), in ~55% of the time.
-ZLIB_LEVEL = 6
-
-
-def pack_bundle(sources: Dict[str, str]) -> bytes:
-    """Return the first stdin line of an agent process: the bundle as base64(zlib(JSON)).
-
-    The controller sends it to the host's agent; a container host's agent sends the same
-    line (its own bundle) to the agent it starts in the container.
-    """
-    packed = json.dumps(sources, sort_keys=True).encode("utf-8")
-    return base64.b64encode(zlib.compress(packed, ZLIB_LEVEL)) + b"\n"
 
 
 # --- op arguments ---------------------------------------------------------------------
@@ -266,33 +268,33 @@ class PruneArgs(Record):
     keep: int = 5
 
 
-OP_ARGS: Dict[str, Type[Record]] = {
-    "facts": FactsArgs,
-    "check_plan": CheckPlanArgs,
-    "lock_acquire": LockAcquireArgs,
-    "lock_release": LockReleaseArgs,
-    "journal": JournalArgs,
-    "backup": BackupArgs,
-    "install": InstallArgs,
-    "compile": CompileArgs,
-    "restore": RestoreArgs,
-    "drift": DriftArgs,
-    "restart": RestartArgs,
-    "health": HealthArgs,
-    "services": ServicesArgs,
-    "smoke": SmokeArgs,
-    "prune": PruneArgs,
-    "gate_measure": GateArgs,
-    "edits": EditsArgs,
-    "history": HistoryArgs,
+OP_ARGS: Dict[OpName, Type[Record]] = {
+    OpName.FACTS: FactsArgs,
+    OpName.CHECK_PLAN: CheckPlanArgs,
+    OpName.LOCK_ACQUIRE: LockAcquireArgs,
+    OpName.LOCK_RELEASE: LockReleaseArgs,
+    OpName.JOURNAL: JournalArgs,
+    OpName.BACKUP: BackupArgs,
+    OpName.INSTALL: InstallArgs,
+    OpName.COMPILE: CompileArgs,
+    OpName.RESTORE: RestoreArgs,
+    OpName.DRIFT: DriftArgs,
+    OpName.RESTART: RestartArgs,
+    OpName.HEALTH: HealthArgs,
+    OpName.SERVICES: ServicesArgs,
+    OpName.SMOKE: SmokeArgs,
+    OpName.PRUNE: PruneArgs,
+    OpName.GATE_MEASURE: GateArgs,
+    OpName.EDITS: EditsArgs,
+    OpName.HISTORY: HistoryArgs,
 }
 
 OP_NAME = {record: op for op, record in OP_ARGS.items()}
 
 
 def parse_args(op: str, raw: Any) -> Record:
-    """Return the typed arguments of op `op` from its JSON object; raises WireError naming
-    the op and the key (unknown op, unknown key, missing key)."""
+    """Return the typed arguments of op `op` (a name or an OpName) from its JSON object;
+    raises WireError naming the op and the key (unknown op, unknown key, missing key)."""
     if op not in OP_ARGS:
-        raise WireError("unknown op %r" % (op,))
-    return OP_ARGS[op].from_dict(raw, "op %r args" % op)
+        raise WireError("unknown op %r" % (str(op),))
+    return OP_ARGS[OpName(op)].from_dict(raw, "op %r args" % str(op))

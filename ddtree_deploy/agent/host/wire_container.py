@@ -10,6 +10,7 @@ container as inspected (`ContainerFacts`).
 from typing import Any, Dict, List, Optional
 
 from .record import Record
+from .wire import OpName
 
 # Why the relay could not run a request at all (AgentResponse.code): the container's agent
 # could not be started (no runtime, no such container, not running, no python inside it):
@@ -59,7 +60,7 @@ def runs_on_host(op: Dict[str, Any]) -> bool:
     """True for an op (a request's {"op", "args"}) that must run on the host, outside the
     container: the restart of a `container` service (it stops the container's processes,
     the agent inside included)."""
-    if op.get("op") != "restart":
+    if op.get("op") != OpName.RESTART:
         return False
     service = (op.get("args") or {}).get("service") or {}
     return service.get("kind") == "container"
