@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -27,73 +27,7 @@ if TYPE_CHECKING:
     from ddtree_deploy.pipeline.image_verify import VerifySettings
     from ddtree_deploy.stages import PreparedPatchset
 
-VerifyOpt = Annotated[
-    bool,
-    typer.Option(
-        "--verify",
-        help="Gate the artifact before it is written: run the patchset's smoke suites in a "
-        "container (of the new image; dir/k8s: of the base with the files mounted) on a real "
-        "runtime (exit 1, nothing written, when one fails; exit 2 when no runtime answers).",
-    ),
-]
-RuntimeOpt = Annotated[
-    str, typer.Option("--runtime", metavar="docker|podman", help="The container runtime's CLI.")
-]
-DockerHostOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--docker-host",
-        metavar="URL",
-        help="The runtime's endpoint (unix://SOCK, tcp://...) [default: DOCKER_HOST].",
-    ),
-]
-VerifyPythonOpt = Annotated[
-    str,
-    typer.Option("--verify-python", metavar="PATH", help="The image's python (absolute)."),
-]
-VerifyMountOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--verify-mount",
-        metavar="SRC:DST[:ro]",
-        help="Bind mount into the container under test (repeat): models, a toolchain.",
-    ),
-]
-VerifyEnvOpt = Annotated[
-    list[str] | None,
-    typer.Option("--verify-env", metavar="KEY=VALUE", help="Its environment (repeat)."),
-]
-VerifyGpusOpt = Annotated[
-    int,
-    typer.Option(
-        "--verify-gpus", metavar="N", min=0, help="GPUs given to it (0: the gpu suite skips)."
-    ),
-]
-VerifySuiteOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--verify-suite",
-        metavar="SUITE",
-        help="Suite to run inside it (repeat) [default: the patchset's smoke.suites].",
-    ),
-]
-
-VerifyServeArgsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--verify-serve-args",
-        metavar="ARGS",
-        help="The image's server args, one shell-quoted string (model path, --host, --port, "
-        "...): the image then also serves (the patchset's [serve] flags merged in) and the "
-        "server suite with its lossless gate judges it.",
-    ),
-]
-VerifyReadyOpt = Annotated[
-    float,
-    typer.Option(
-        "--verify-ready-timeout", metavar="S", min=1, help="How long that server may take."
-    ),
-]
+    from .export_options import VerifyOptions
 
 
 @dataclass(frozen=True)
@@ -104,36 +38,33 @@ class VerifyRequest:
     sources: dict[str, str]
 
 
-def verify_request(
-    prepared: PreparedPatchset,
-    verify: bool,
-    runtime: str,
-    docker_host: str | None,
-    python: str,
-    mounts: list[str] | None,
-    env: list[str] | None,
-    gpus: int,
-    suites: list[str] | None,
-    serve_args: str | None,
-    ready_timeout_s: float,
-) -> VerifyRequest | None:
+def verify_request(prepared: PreparedPatchset, options: VerifyOptions) -> VerifyRequest | None:
     """The checked gate of an export command, None without --verify. Raises ConfigError
     (exit 2, nothing written) for a bad option, a --verify-* option without --verify, or
     a runtime that does not answer."""
     given = {
-        "--docker-host": docker_host,
-        "--verify-mount": mounts,
-        "--verify-env": env,
-        "--verify-suite": suites,
-        "--verify-serve-args": serve_args,
+        "--docker-host": options.docker_host,
+        "--verify-mount": options.verify_mount,
+        "--verify-env": options.verify_env,
+        "--verify-suite": options.verify_suite,
+        "--verify-serve-args": options.verify_serve_args,
     }
-    if not verify:
+    if not options.verify:
         if stray := [k for k, v in given.items() if v]:
             raise ConfigError(f"{', '.join(stray)}: only with --verify")
         return None
-    names = tuple(suites) if suites else prepared.suites
-    serve = serve_check(prepared, serve_args, ready_timeout_s)
-    return check_verify_options(names, runtime, docker_host, python, mounts, env, gpus, serve)
+    names = tuple(options.verify_suite) if options.verify_suite else prepared.suites
+    serve = serve_check(prepared, options.verify_serve_args, options.verify_ready_timeout)
+    return check_verify_options(
+        names,
+        options.runtime,
+        options.docker_host,
+        options.verify_python,
+        options.verify_mount,
+        options.verify_env,
+        options.verify_gpus,
+        serve,
+    )
 
 
 def serve_check(
