@@ -24,7 +24,7 @@ from .command import local_command
 from .complete import complete_patchsets
 from .context import RunContext
 from .export_options import NO_VERIFY, VerifyOptions, with_verify_options
-from .export_verify import gate_image, gate_mounts, verify_request
+from .export_verify import gate_mounts, gate_oci, verify_request
 from .options import PatchsetsDirOpt
 
 export_app = typer.Typer(
@@ -109,7 +109,7 @@ def _export_oci(
     with new_out_dir(out) as scratch:
         done = export_oci(ps, prepared, base, scratch, name)
         if gate is not None:
-            verified = gate_image(run, prepared, scratch / "image.tar", name, gate)
+            verified = gate_oci(run, prepared, scratch / "image.tar", name, gate, base, out)
     written = done.written
     summary = {
         "patchset": prepared.ref,

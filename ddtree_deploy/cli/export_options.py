@@ -13,6 +13,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -74,13 +75,35 @@ VerifyServeArgsOpt = Annotated[
         metavar="ARGS",
         help="The image's server args, one shell-quoted string (model path, --host, --port, "
         "...): the image then also serves (the patchset's [serve] flags merged in) and the "
-        "server suite with its lossless gate judges it.",
+        "server suite with its lossless gate judges it, then the serving gate compares it "
+        "with the BASE image's server started with these args (--verify-gate).",
     ),
 ]
 VerifyReadyOpt = Annotated[
     float,
     typer.Option(
         "--verify-ready-timeout", metavar="S", min=1, help="How long that server may take."
+    ),
+]
+
+
+VerifyGateOpt = Annotated[
+    str,
+    typer.Option(
+        "--verify-gate",
+        metavar="quick|full|off",
+        help="With --verify-serve-args: the serving gate of the image's server against the "
+        "base image's (the push's --gate: quick replays the prompts, full adds load and "
+        "bake; off skips it).",
+    ),
+]
+VerifyGateConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--verify-gate-config",
+        metavar="FILE",
+        help="A TOML file with a [gate] table (as an inventory's [defaults.gate]; prompts "
+        "relative to the file) over the patchset's [gate].",
     ),
 ]
 
@@ -99,6 +122,8 @@ class VerifyOptions:
     verify_suite: VerifySuiteOpt = None
     verify_serve_args: VerifyServeArgsOpt = None
     verify_ready_timeout: VerifyReadyOpt = 900.0
+    verify_gate: VerifyGateOpt = "quick"
+    verify_gate_config: VerifyGateConfigOpt = None
 
 
 NO_VERIFY = VerifyOptions()  # a body called without the options
