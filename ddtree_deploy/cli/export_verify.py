@@ -161,11 +161,16 @@ def check_verify_options(
     return VerifyRequest(settings, sources)
 
 
+MEASURED = ("baseline", "canary")  # stages whose ok line is a measurement people read
+
+
 def progress(run: RunContext) -> EventSink:
-    """An event sink printing the gate's suite lines and failures for people (stderr)."""
+    """An event sink printing the gate's suite lines and failures for people (stderr), and
+    the serving gate's measurements (the base's and the image's)."""
 
     def sink(event: Event) -> None:
-        if event.event in ("info", "fail") and event.message:
+        measured = event.event == "ok" and event.stage in MEASURED
+        if (event.event in ("info", "fail") or measured) and event.message:
             line = f"verify {event.stage}: {event.message}"
             run.console.print(line, markup=False, highlight=False, soft_wrap=True)
 

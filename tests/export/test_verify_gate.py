@@ -161,3 +161,27 @@ def test_the_base_server_is_the_operators_args_without_the_patchsets_flags():
                                     "--port", "31000")  # fmt: skip
     assert "DDTREE" in serve.args and "DFLASH" not in serve.args
     assert serve.of_base().url == serve.url
+
+
+def test_people_see_both_measurements_and_every_check():
+    """stderr: the base's and the image's measurement lines (ok events of baseline and
+    canary), the checks (info) and failures; no other ok line."""
+    import io
+
+    from rich.console import Console
+
+    from ddtree_deploy.cli.context import RunContext
+    from ddtree_deploy.cli.export_verify import progress
+
+    gate, base = baseline_of(measurement("baseline"))
+    image = container_scene(gate_measure=[gated(measurement("canary", outputs=[[1], [2]]))])
+    judge_image(image.run, gate)
+    said = io.StringIO()
+    sink = progress(RunContext(Console(file=said, width=200)))
+    for event in [*base.events, *image.events]:
+        sink(event)
+    lines = said.getvalue().splitlines()
+    assert any(line.startswith("verify baseline: DFLASH: 6 requests") for line in lines), lines
+    assert any(line.startswith("verify canary: gate.greedy_match FAILED") for line in lines)
+    assert any(line.startswith("verify canary: gate failed: gate.greedy_match") for line in lines)
+    assert not any(line.startswith("verify health") for line in lines)  # its ok: not shown
