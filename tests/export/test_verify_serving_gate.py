@@ -4,10 +4,17 @@ push's `baseline`), removed; the exported image's sglang serves DDTREE (the patc
 [serve] flags merged over the same args), passes the server suite, and is measured and
 compared with the base by the push's quick gate (`canary`).
 
-The negative controls are the push's gate fixtures (sandbox/ddtree_sandbox/gate_fixtures.py),
-each passing every suite in the image, the server suite included: `greedy` (tree mask
-dropped, no [lossless]: other greedy output) and `slow` (each verify sleeps: ~3x fewer
-tokens/s). The gate refuses both: exit 1, nothing written, no container left.
+The negative control is the push's gate fixture `greedy` (sandbox/ddtree_sandbox/
+gate_fixtures.py: tree mask dropped, no [lossless]), which passes every suite in the image,
+the server suite included, and changes the greedy output: the gate refuses it, exit 1,
+nothing written, no container left. Measured (2026-12-05, 2 cores under load): base DFLASH
+74.7 tok/s, accept 1.08; the fixture's DDTREE 122.0 tok/s, accept 1.17; "gate.greedy_match
+FAILED: 1/8 prompts match (exact); prompt 1/8: first difference at token 21: 23 (baseline)
+vs 26 (new)"; 203 s. The fixture `slow` (~3x fewer tokens/s than 1.1.0) is no control
+here: against a DFLASH base that is itself slower than DDTREE on this target it comes out
+near -46%, inside the CPU thresholds below and the gate's 50% noise cap; the push's own
+gate tests compare it with 1.1.0 (tests/serving/test_gate.py). The scripted-agent
+controls (test_verify_gate.py) cover a slower server.
 
 Heavy (two sglang CPU servers in containers a case, minutes each under load): serving_full.
 """
@@ -37,11 +44,11 @@ max_tokens_per_s_regression = 0.5
 max_p95_latency_ratio = 2.0
 prompts = "prompts.jsonl"
 """
-FAILS = {"greedy": "greedy_match", "slow": "tokens_per_s"}  # fixture -> the check that catches it
+FAILS = {"greedy": "greedy_match"}  # fixture -> the check that catches it
 
 
 @pytest.mark.serving_full
-@pytest.mark.parametrize("variant", [None, "greedy", "slow"], ids=["good", "greedy", "slow"])
+@pytest.mark.parametrize("variant", [None, "greedy"], ids=["good", "greedy"])
 def test_verify_gates_the_images_server_against_the_base_images(
     runnable_images, sandbox_envs, docker_daemon, scratch, variant
 ):
