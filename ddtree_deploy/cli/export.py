@@ -23,21 +23,8 @@ from ddtree_deploy.stages.prepared import PreparedPatchset, prepare_patchset
 from .command import local_command
 from .complete import complete_patchsets
 from .context import RunContext
-from .export_verify import (
-    DockerHostOpt,
-    RuntimeOpt,
-    VerifyEnvOpt,
-    VerifyGpusOpt,
-    VerifyMountOpt,
-    VerifyOpt,
-    VerifyPythonOpt,
-    VerifyReadyOpt,
-    VerifyServeArgsOpt,
-    VerifySuiteOpt,
-    gate_image,
-    gate_mounts,
-    verify_request,
-)
+from .export_options import NO_VERIFY, VerifyOptions, with_verify_options
+from .export_verify import gate_mounts, gate_oci, verify_request
 from .options import PatchsetsDirOpt
 
 export_app = typer.Typer(
@@ -106,16 +93,7 @@ def _export_oci(
         str | None, typer.Option("--tag", metavar="NAME:TAG", help="NAME:TAG in the tarball.")
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
-    verify: VerifyOpt = False,
-    runtime: RuntimeOpt = "docker",
-    docker_host: DockerHostOpt = None,
-    verify_python: VerifyPythonOpt = "/usr/bin/python3",
-    verify_mount: VerifyMountOpt = None,
-    verify_env: VerifyEnvOpt = None,
-    verify_gpus: VerifyGpusOpt = 0,
-    verify_suite: VerifySuiteOpt = None,
-    verify_serve_args: VerifyServeArgsOpt = None,
-    verify_ready_timeout: VerifyReadyOpt = 900.0,
+    verify: VerifyOptions = NO_VERIFY,
 ) -> None:
     """The base image plus ONE patch layer: the locked result files at the package's path
     in the image, whiteouts for stale bytecode, labels naming the base and the patchset.
@@ -126,24 +104,12 @@ def _export_oci(
 
     ps, prepared = load_prepared(patchset, patchsets_dir)
     name = tag or f"sglang-{prepared.name}:{prepared.version}"
-    gate = verify_request(
-        prepared,
-        verify,
-        runtime,
-        docker_host,
-        verify_python,
-        verify_mount,
-        verify_env,
-        verify_gpus,
-        verify_suite,
-        verify_serve_args,
-        verify_ready_timeout,
-    )
+    gate = verify_request(prepared, verify)
     verified = None
     with new_out_dir(out) as scratch:
         done = export_oci(ps, prepared, base, scratch, name)
         if gate is not None:
-            verified = gate_image(run, prepared, scratch / "image.tar", name, gate)
+            verified = gate_oci(run, prepared, scratch / "image.tar", name, gate, base, out)
     written = done.written
     summary = {
         "patchset": prepared.ref,
@@ -247,16 +213,7 @@ def _export_k8s(
         ),
     ] = None,
     patchsets_dir: PatchsetsDirOpt = None,
-    verify: VerifyOpt = False,
-    runtime: RuntimeOpt = "docker",
-    docker_host: DockerHostOpt = None,
-    verify_python: VerifyPythonOpt = "/usr/bin/python3",
-    verify_mount: VerifyMountOpt = None,
-    verify_env: VerifyEnvOpt = None,
-    verify_gpus: VerifyGpusOpt = 0,
-    verify_suite: VerifySuiteOpt = None,
-    verify_serve_args: VerifyServeArgsOpt = None,
-    verify_ready_timeout: VerifyReadyOpt = 900.0,
+    verify: VerifyOptions = NO_VERIFY,
 ) -> None:
     """Kustomize overlay (image by digest + server args), Helm values, and (with --base) the
     ConfigMap and image-volume variants that mount the result files over the base image.
@@ -277,24 +234,12 @@ def _export_k8s(
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
         raise ConfigError(f"--digest {digest!r}: expected sha256:<64 hex>")
     _, prepared = load_prepared(patchset, patchsets_dir)
-    if verify and base is None:
+    if verify.verify and base is None:
         raise ConfigError(
             "--verify needs --base: the gate runs the base image with the files mounted over "
             "it (gate the image the overlay pins with `export oci --verify`)"
         )
-    gate = verify_request(
-        prepared,
-        verify,
-        runtime,
-        docker_host,
-        verify_python,
-        verify_mount,
-        verify_env,
-        verify_gpus,
-        verify_suite,
-        verify_serve_args,
-        verify_ready_timeout,
-    )
+    gate = verify_request(prepared, verify)
     spec = k8s.Workload(kind, workload, container, container_index, base_image)
     serve = list(prepared.serve.args) if prepared.serve else []
     merged = k8s.merge_args(shlex.split(args), serve)
@@ -362,16 +307,7 @@ def _export_dir(
     base: BaseOpt,
     out: OutOpt,
     patchsets_dir: PatchsetsDirOpt = None,
-    verify: VerifyOpt = False,
-    runtime: RuntimeOpt = "docker",
-    docker_host: DockerHostOpt = None,
-    verify_python: VerifyPythonOpt = "/usr/bin/python3",
-    verify_mount: VerifyMountOpt = None,
-    verify_env: VerifyEnvOpt = None,
-    verify_gpus: VerifyGpusOpt = 0,
-    verify_suite: VerifySuiteOpt = None,
-    verify_serve_args: VerifyServeArgsOpt = None,
-    verify_ready_timeout: VerifyReadyOpt = 900.0,
+    verify: VerifyOptions = NO_VERIFY,
 ) -> None:
     """A directory of the result files to bind-mount over the image under Slurm (Pyxis
     --container-mounts, Apptainer --bind), with the lines to paste (OUT/mounts.txt). With
@@ -380,19 +316,7 @@ def _export_dir(
     from ddtree_deploy.export.slurm import mount_lines, write_mount_dir
 
     _, prepared = load_prepared(patchset, patchsets_dir)
-    gate = verify_request(
-        prepared,
-        verify,
-        runtime,
-        docker_host,
-        verify_python,
-        verify_mount,
-        verify_env,
-        verify_gpus,
-        verify_suite,
-        verify_serve_args,
-        verify_ready_timeout,
-    )
+    gate = verify_request(prepared, verify)
     files = results_from_base(prepared, base)
     verified = None
     with new_out_dir(out) as scratch:
@@ -423,4 +347,4 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "dir": _export_dir,
 }
 for _name, _fn in COMMANDS.items():
-    export_app.command(_name)(local_command(_fn))
+    export_app.command(_name)(local_command(with_verify_options(_fn)))

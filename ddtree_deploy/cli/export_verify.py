@@ -10,9 +10,11 @@ export is built in a scratch dir beside it, renamed into place only after the ga
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,80 +22,17 @@ from ddtree_deploy.errors import ConfigError
 
 from . import exit_codes
 from .context import RunContext
+from .export_gate import verify_gate_settings
 
 if TYPE_CHECKING:
     from ddtree_deploy.events import Event, EventSink
+    from ddtree_deploy.gate.settings import GateSettings
+    from ddtree_deploy.pipeline.image_gate import BaseImage
     from ddtree_deploy.pipeline.image_serve import ServeCheck
     from ddtree_deploy.pipeline.image_verify import VerifySettings
     from ddtree_deploy.stages import PreparedPatchset
 
-VerifyOpt = Annotated[
-    bool,
-    typer.Option(
-        "--verify",
-        help="Gate the artifact before it is written: run the patchset's smoke suites in a "
-        "container (of the new image; dir/k8s: of the base with the files mounted) on a real "
-        "runtime (exit 1, nothing written, when one fails; exit 2 when no runtime answers).",
-    ),
-]
-RuntimeOpt = Annotated[
-    str, typer.Option("--runtime", metavar="docker|podman", help="The container runtime's CLI.")
-]
-DockerHostOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--docker-host",
-        metavar="URL",
-        help="The runtime's endpoint (unix://SOCK, tcp://...) [default: DOCKER_HOST].",
-    ),
-]
-VerifyPythonOpt = Annotated[
-    str,
-    typer.Option("--verify-python", metavar="PATH", help="The image's python (absolute)."),
-]
-VerifyMountOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--verify-mount",
-        metavar="SRC:DST[:ro]",
-        help="Bind mount into the container under test (repeat): models, a toolchain.",
-    ),
-]
-VerifyEnvOpt = Annotated[
-    list[str] | None,
-    typer.Option("--verify-env", metavar="KEY=VALUE", help="Its environment (repeat)."),
-]
-VerifyGpusOpt = Annotated[
-    int,
-    typer.Option(
-        "--verify-gpus", metavar="N", min=0, help="GPUs given to it (0: the gpu suite skips)."
-    ),
-]
-VerifySuiteOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--verify-suite",
-        metavar="SUITE",
-        help="Suite to run inside it (repeat) [default: the patchset's smoke.suites].",
-    ),
-]
-
-VerifyServeArgsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--verify-serve-args",
-        metavar="ARGS",
-        help="The image's server args, one shell-quoted string (model path, --host, --port, "
-        "...): the image then also serves (the patchset's [serve] flags merged in) and the "
-        "server suite with its lossless gate judges it.",
-    ),
-]
-VerifyReadyOpt = Annotated[
-    float,
-    typer.Option(
-        "--verify-ready-timeout", metavar="S", min=1, help="How long that server may take."
-    ),
-]
+    from .export_options import VerifyOptions
 
 
 @dataclass(frozen=True)
@@ -104,36 +43,38 @@ class VerifyRequest:
     sources: dict[str, str]
 
 
-def verify_request(
-    prepared: PreparedPatchset,
-    verify: bool,
-    runtime: str,
-    docker_host: str | None,
-    python: str,
-    mounts: list[str] | None,
-    env: list[str] | None,
-    gpus: int,
-    suites: list[str] | None,
-    serve_args: str | None,
-    ready_timeout_s: float,
-) -> VerifyRequest | None:
+def verify_request(prepared: PreparedPatchset, options: VerifyOptions) -> VerifyRequest | None:
     """The checked gate of an export command, None without --verify. Raises ConfigError
     (exit 2, nothing written) for a bad option, a --verify-* option without --verify, or
     a runtime that does not answer."""
     given = {
-        "--docker-host": docker_host,
-        "--verify-mount": mounts,
-        "--verify-env": env,
-        "--verify-suite": suites,
-        "--verify-serve-args": serve_args,
+        "--docker-host": options.docker_host,
+        "--verify-mount": options.verify_mount,
+        "--verify-env": options.verify_env,
+        "--verify-suite": options.verify_suite,
+        "--verify-serve-args": options.verify_serve_args,
+        "--verify-gate-config": options.verify_gate_config,
     }
-    if not verify:
+    if not options.verify:
         if stray := [k for k, v in given.items() if v]:
             raise ConfigError(f"{', '.join(stray)}: only with --verify")
         return None
-    names = tuple(suites) if suites else prepared.suites
-    serve = serve_check(prepared, serve_args, ready_timeout_s)
-    return check_verify_options(names, runtime, docker_host, python, mounts, env, gpus, serve)
+    names = tuple(options.verify_suite) if options.verify_suite else prepared.suites
+    serve = serve_check(prepared, options.verify_serve_args, options.verify_ready_timeout)
+    gate = verify_gate_settings(
+        prepared, options.verify_gate, options.verify_gate_config, serve is not None
+    )
+    return check_verify_options(
+        names,
+        options.runtime,
+        options.docker_host,
+        options.verify_python,
+        options.verify_mount,
+        options.verify_env,
+        options.verify_gpus,
+        serve,
+        gate,
+    )
 
 
 def serve_check(
@@ -155,7 +96,7 @@ def serve_check(
     if not given:
         raise ConfigError("--verify-serve-args: give the server's args (at least --model-path)")
     serve = list(prepared.serve.args) if prepared.serve else []
-    return ServeCheck(tuple(merge_args(given, serve)), ready_timeout_s)
+    return ServeCheck(tuple(merge_args(given, serve)), ready_timeout_s, tuple(given))
 
 
 def shipped_order(suites: tuple[str, ...]) -> list[str]:
@@ -176,6 +117,7 @@ def check_verify_options(
     env: list[str] | None,
     gpus: int,
     serve: ServeCheck | None = None,
+    gate: GateSettings | None = None,
 ) -> VerifyRequest:
     """Return the checked request; raises ConfigError (exit 2, nothing written) for a bad
     option or a runtime that does not answer."""
@@ -214,15 +156,21 @@ def check_verify_options(
         env=checked_env,
         gpus=gpus,
         serve=serve,
+        gate=gate,
     )
     return VerifyRequest(settings, sources)
 
 
+MEASURED = ("baseline", "canary")  # stages whose ok line is a measurement people read
+
+
 def progress(run: RunContext) -> EventSink:
-    """An event sink printing the gate's suite lines and failures for people (stderr)."""
+    """An event sink printing the gate's suite lines and failures for people (stderr), and
+    the serving gate's measurements (the base's and the image's)."""
 
     def sink(event: Event) -> None:
-        if event.event in ("info", "fail") and event.message:
+        measured = event.event == "ok" and event.stage in MEASURED
+        if (event.event in ("info", "fail") or measured) and event.message:
             line = f"verify {event.stage}: {event.message}"
             run.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -230,14 +178,20 @@ def progress(run: RunContext) -> EventSink:
 
 
 def gate_image(
-    run: RunContext, prepared: PreparedPatchset, tarball: Path, tag: str, request: VerifyRequest
+    run: RunContext,
+    prepared: PreparedPatchset,
+    tarball: Path,
+    tag: str,
+    request: VerifyRequest,
+    base: BaseImage | None = None,
 ) -> dict[str, object]:
-    """Run the gate on the image in `tarball`; return its outcome as JSON. When it fails:
-    print the outcome (stdout) and the reason (stderr), and raise typer.Exit(1)."""
+    """Run the gate on the image in `tarball` (the serving gate against `base`'s server
+    when it runs); return its outcome as JSON. When it fails: print the outcome (stdout)
+    and the reason (stderr), and raise typer.Exit(1)."""
     from ddtree_deploy.pipeline.image_verify import verify_image
 
     outcome = verify_image(
-        prepared, str(tarball), tag, request.settings, request.sources, progress(run)
+        prepared, str(tarball), tag, request.settings, request.sources, progress(run), base
     )
     if outcome.passed:
         return outcome.to_dict()
@@ -252,6 +206,48 @@ def gate_image(
     raise typer.Exit(exit_codes.ROLLED_BACK)  # 1: failed, nothing left changed
 
 
+def compares_base(request: VerifyRequest) -> bool:
+    """Whether the gate runs the base image's server too (the serving gate's baseline)."""
+    return request.settings.serve is not None and request.settings.gate is not None
+
+
+@contextmanager
+def loadable_base(base: Path, out: Path) -> Iterator[tuple[Path, str]]:
+    """Yield the base image written as a loadable tarball (in a temp dir beside `out`,
+    removed after) and the fresh tag it loads as."""
+    import secrets
+    import tempfile
+
+    from ddtree_deploy.export.base_tarball import write_base_tarball
+
+    tag = f"ddtree-verify-base:{secrets.token_hex(4)}"
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.verify-", dir=out.parent) as tmp:
+        tarball = Path(tmp) / "base.tar"
+        write_base_tarball(base, tarball, tag)
+        yield tarball, tag
+
+
+def gate_oci(
+    run: RunContext,
+    prepared: PreparedPatchset,
+    tarball: Path,
+    tag: str,
+    request: VerifyRequest,
+    base: Path,
+    out: Path,
+) -> dict[str, object]:
+    """gate_image on the exported image; with a server and a serving gate, the `base`
+    image (written loadable beside `out`) runs the baseline, as the operator runs it."""
+    from ddtree_deploy.pipeline.image_gate import BaseImage
+
+    if not compares_base(request):
+        return gate_image(run, prepared, tarball, tag, request)
+    settings = request.settings
+    with loadable_base(base, out) as (base_tarball, base_tag):
+        against = BaseImage(str(base_tarball), base_tag, settings.mounts, settings.env)
+        return gate_image(run, prepared, tarball, tag, request, against)
+
+
 def gate_mounts(
     run: RunContext,
     prepared: PreparedPatchset,
@@ -264,20 +260,18 @@ def gate_mounts(
     `export k8s`): a container of the BASE image with each (source, in-image path) of
     `pairs` mounted read-only over it and PYTHONPYCACHEPREFIX set, as those variants run
     it. The base is written as a loadable tarball in a temp dir beside `out` (removed
-    after). Returns the outcome as JSON; raises typer.Exit(1) as gate_image does."""
+    after). The serving gate's baseline is the same base without those mounts. Returns
+    the outcome as JSON; raises typer.Exit(1) as gate_image does."""
     import dataclasses
-    import secrets
-    import tempfile
 
-    from ddtree_deploy.export.base_tarball import write_base_tarball
     from ddtree_deploy.export.files import PYCACHE_DIR, PYCACHE_ENV
+    from ddtree_deploy.pipeline.image_gate import BaseImage
 
     settings = request.settings
     mounts = (*settings.mounts, *(f"{src}:{dst}:ro" for src, dst in pairs))
     env = {**settings.env, PYCACHE_ENV: PYCACHE_DIR}
-    mounted = dataclasses.replace(settings, mounts=mounts, env=env)
-    tag = f"ddtree-verify-base:{secrets.token_hex(4)}"
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.verify-", dir=out.parent) as tmp:
-        tarball = Path(tmp) / "base.tar"
-        write_base_tarball(base, tarball, tag)
-        return gate_image(run, prepared, tarball, tag, VerifyRequest(mounted, request.sources))
+    mounted = VerifyRequest(dataclasses.replace(settings, mounts=mounts, env=env), request.sources)
+    with loadable_base(base, out) as (tarball, tag):
+        against = BaseImage(str(tarball), tag, settings.mounts, settings.env)
+        unmounted = against if compares_base(request) else None
+        return gate_image(run, prepared, tarball, tag, mounted, unmounted)

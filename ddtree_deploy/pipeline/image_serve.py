@@ -34,10 +34,16 @@ ANY_ADDRESS = ("0.0.0.0", "::", "[::]")
 @dataclass(frozen=True)
 class ServeCheck:
     """The server to start from the image: its full args (the patchset's [serve] merged
-    in) and how long it may take to answer health."""
+    in), how long it may take to answer health, and the args as the operator gave them
+    (the base image's server, the serving gate's baseline: image_gate.py)."""
 
     args: tuple[str, ...]
     ready_timeout_s: float = 900.0
+    base_args: tuple[str, ...] = ()
+
+    def of_base(self) -> ServeCheck:
+        """The base image's server: the operator's args, without the patchset's flags."""
+        return ServeCheck(self.base_args, self.ready_timeout_s)
 
     @property
     def url(self) -> str:
@@ -86,14 +92,23 @@ def serve_and_judge(
 ) -> tuple[bool, str, list[dict[str, Any]]]:
     """Wait for the server in the container of `run.host` (its health), then run the
     `server` suite of `sources`; return (passed, message, suite results)."""
-    health = [(stage, op) for stage, op in ops.service_ops(run.host) if stage == Stage.HEALTH]
-    response = run.ask(health)
-    if isinstance(response, HostResult):
-        return False, f"the server did not start: {response.message}", []
-    failed = response.failed
-    if failed is not None or not response.results:
-        why = (failed.error if failed else response.error) or "no answer"
-        return False, f"the server did not become healthy: {why}", []
+    unhealthy = wait_healthy(run)
+    if unhealthy is not None:
+        return False, unhealthy, []
     result = smoke_host(run, prepared, sources)
     suites = list(result.details.get("suites") or [])
     return result.outcome == Outcome.OK, result.message, suites
+
+
+def wait_healthy(run: HostRun) -> str | None:
+    """Wait (the push's health op) for the server in the container of `run.host`; None
+    once it answers, else why not."""
+    health = [(stage, op) for stage, op in ops.service_ops(run.host) if stage == Stage.HEALTH]
+    response = run.ask(health)
+    if isinstance(response, HostResult):
+        return f"the server did not start: {response.message}"
+    failed = response.failed
+    if failed is not None or not response.results:
+        why = (failed.error if failed else response.error) or "no answer"
+        return f"the server did not become healthy: {why}"
+    return None

@@ -20,11 +20,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddtree_deploy.events import EventSink, HostRecorder
+from ddtree_deploy.gate.settings import GateSettings
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.inventory.models import SmokeSpec
 from ddtree_deploy.inventory.service import ServiceSpec
 from ddtree_deploy.pipeline.context import HostRun, new_run_id
+from ddtree_deploy.pipeline.image_gate import BaseImage, judge_image, measure_baseline
 from ddtree_deploy.pipeline.image_serve import LAUNCH, ServeCheck, serve_and_judge
+from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.smoke import smoke_host
 from ddtree_deploy.results import Outcome
 from ddtree_deploy.stages import PreparedPatchset
@@ -56,7 +59,8 @@ class VerifySettings:
     python: the image's interpreter (absolute). mounts: `SRC:DST[:ro]` bind mounts
     (models, a host toolchain). env: variables of the container. gpus: the GPUs the image
     is given (`--gpus N`); 0 makes the gpu suite skip. serve: the server the image starts
-    once the other suites passed.
+    once the other suites passed. gate: the serving gate of that server against the base
+    image's (image_gate.py), None for none.
     """
 
     runtime: ContainerRuntime
@@ -65,17 +69,20 @@ class VerifySettings:
     env: Mapping[str, str] = field(default_factory=dict)
     gpus: int = 0
     serve: ServeCheck | None = None  # with it, a server from the image and the server suite
+    gate: GateSettings | None = None  # with serve and a base: the image's server vs the base's
 
 
 @dataclass(frozen=True)
 class VerifyOutcome:
-    """What the gate found: passed or not, why, and every suite's result line."""
+    """What the gate found: passed or not, why, every suite's result line, and the
+    serving gate's baseline line and checks (None when it did not run)."""
 
     passed: bool
     message: str
     image: str = ""
     image_id: str = ""
     suites: tuple[dict[str, Any], ...] = ()
+    gate: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +94,7 @@ class VerifyOutcome:
                 {k: s.get(k) for k in ("suite", "passed", "skipped", "duration_s")}
                 for s in self.suites
             ],
+            "gate": self.gate,
         }
 
 
@@ -97,10 +105,12 @@ def verify_image(
     settings: VerifySettings,
     sources: dict[str, str],
     sink: EventSink,
+    base: BaseImage | None = None,
 ) -> VerifyOutcome:
     """Load `tarball` (its image tagged `tag`) into the runtime, run the `sources` suites
     inside a container of it, clean up; return the outcome (never raises for a failed
-    gate or a failed runtime call).
+    gate or a failed runtime call). With a server, settings.gate and `base`, the serving
+    gate compares the image's server with the base image's (image_gate.py).
 
     The runtime must already have answered (require_runtime): a missing runtime is bad
     input, not a failed gate.
@@ -121,14 +131,45 @@ def verify_image(
             spec = replace(idle, image=loaded_id, name=container_name())
             with running_container(runtime, spec):
                 done = _run_suites(prepared, settings, spec.name, sources, sink)
+            baseline = None
+            if done.passed and settings.serve and settings.gate and base is not None:
+                baseline, why = _measure_base(settings, idle, base, sink)
+                done = done if baseline is not None else _SuitesDone(False, why, done.suites)
             if done.passed and settings.serve is not None:
                 serving = replace(spec, name=container_name(), args=(*LAUNCH, *settings.serve.args))
                 with running_container(runtime, serving):
-                    served = _run_server(prepared, settings, serving.name, sources, sink)
-                done = _SuitesDone(served.passed, served.message, done.suites + served.suites)
+                    served = _run_server(prepared, settings, serving.name, sources, sink, baseline)
+                done = _SuitesDone(
+                    served.passed, served.message, done.suites + served.suites, served.gate
+                )
     except RuntimeCallError as exc:
         return VerifyOutcome(False, f"the image could not be run: {exc}")
-    return VerifyOutcome(done.passed, done.message, reference, loaded_id, tuple(done.suites))
+    suites = tuple(done.suites)
+    return VerifyOutcome(done.passed, done.message, reference, loaded_id, suites, done.gate)
+
+
+def _measure_base(
+    settings: VerifySettings, idle: ContainerSpec, base: BaseImage, sink: EventSink
+) -> tuple[PushGate | None, str]:
+    """Load and start the base image's server as the operator runs it and measure it (the
+    gate's baseline); it is removed afterwards. Returns the gate, or None and why not."""
+    assert settings.serve is not None and settings.gate is not None
+    serve = settings.serve.of_base()
+    try:
+        with loaded_image(settings.runtime, base.tarball, base.tag) as (_, base_id):
+            spec = replace(
+                idle,
+                image=base_id,
+                name=container_name(),
+                mounts=base.mounts,
+                env=base.env,
+                args=(*LAUNCH, *serve.args),
+            )
+            with running_container(settings.runtime, spec):
+                host = verify_host(settings, spec.name, serve.service(), serve.smoke_spec(), "base")
+                return measure_baseline(host_run(settings, host, sink), settings.gate)
+    except RuntimeCallError as exc:
+        return None, f"the base image's server could not be run: {exc}"
 
 
 def container_name() -> str:
@@ -173,6 +214,7 @@ class _SuitesDone:
     passed: bool
     message: str
     suites: list[dict[str, Any]]
+    gate: dict[str, Any] | None = None
 
 
 def verify_host(
@@ -180,11 +222,12 @@ def verify_host(
     container: str,
     service: ServiceSpec | None = None,
     smoke: SmokeSpec | None = None,
+    name: str = HOST_NAME,
 ) -> Host:
     """The container under test as a container host reached by the local transport: the
     agent runs with this controller's python and relays into the container."""
     return Host(
-        name=HOST_NAME,
+        name=name,
         address="localhost",
         transport="local",
         container=container,
@@ -219,14 +262,20 @@ def _run_server(
     container: str,
     sources: dict[str, str],
     sink: EventSink,
+    baseline: PushGate | None = None,
 ) -> _SuitesDone:
-    """The `server` suite against the server the container runs."""
+    """The `server` suite against the server the container runs; then, with a baseline,
+    the serving gate of that server against it."""
     serve = settings.serve
     assert serve is not None
     host = verify_host(settings, container, serve.service(), serve.smoke_spec())
     mine = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
-    passed, message, suites = serve_and_judge(host_run(settings, host, sink), prepared, mine)
-    return _SuitesDone(passed, message, suites)
+    run = host_run(settings, host, sink)
+    passed, message, suites = serve_and_judge(run, prepared, mine)
+    if not passed or baseline is None:
+        return _SuitesDone(passed, message, suites)
+    gate, failed = judge_image(run, baseline)
+    return _SuitesDone(failed is None, failed or message, suites, gate.details())
 
 
 def host_run(settings: VerifySettings, host: Host, sink: EventSink) -> HostRun:

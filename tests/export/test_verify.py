@@ -181,6 +181,8 @@ def test_verify_serves_from_the_image_and_gates_lossless(
     serve = base_launch_args(models.target, "127.0.0.1", free_port())
     serve += dflash_args(models.draft, models.block_size, version)[2:]  # all but the algorithm
     extra = ["--verify-serve-args", shlex.join(serve), "--verify-ready-timeout", "600"]
+    extra += ["--verify-gate", "off"]  # the lossless gate alone (the serving gate's own cases:
+    # test_verify_serving_gate.py)
     for key, value in {**serve_env(models.target), "TMPDIR": "/tmp"}.items():
         extra += ["--verify-env", f"{key}={value}"]
     out = scratch / "out"

@@ -58,6 +58,15 @@ def test_without_verify_no_runtime_is_asked(tmp_path):
         (["--verify-serve-args", ""], "--verify-serve-args: give the server's args"),
         (["--verify-suite", "nosuch"], "unknown smoke suite 'nosuch'"),
         (["--runtime", "lxc"], "--runtime 'lxc'"),
+        (
+            ["--verify-serve-args", "--model-path /m", "--verify-gate", "slow"],
+            "--verify-gate 'slow'",
+        ),
+        (["--verify-gate-config", "g.toml"], "--verify-gate-config: only with --verify-serve-args"),
+        (
+            ["--verify-serve-args", "--model-path /m", "--verify-gate-config", "/no/gate.toml"],
+            "--verify-gate-config /no/gate.toml",
+        ),
     ],
 )
 def test_bad_verify_options_are_exit_2(tmp_path, extra, said):
@@ -91,6 +100,8 @@ def test_verify_options_need_verify(tmp_path):
     args += ["--out", str(out), "--patchsets-dir", str(PATCHSETS)]
     done = run_cli(*args, "--verify-serve-args", "--model-path /m", timeout=120)
     assert done.returncode == 2 and "--verify-serve-args: only with --verify" in done.stderr
+    done = run_cli(*args, "--verify-gate-config", "g.toml", timeout=120)
+    assert done.returncode == 2 and "--verify-gate-config: only with --verify" in done.stderr
 
 
 @pytest.mark.parametrize(
