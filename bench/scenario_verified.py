@@ -28,7 +28,7 @@ from harness import REPO, log
 from verified_breakdown import phase_totals, run_breakdown, summarise_breakdowns
 
 PATCHSET = "ddtree@1.1.0"
-SOURCE = REPO / "patchsets" / "ddtree" / "1.1.0"
+PATCHSETS = REPO / "patchsets"  # read only: ddtree 1.1.0 and the shared file store
 GATE_MODE = "full"
 
 
@@ -76,8 +76,6 @@ def scenario_verified(workdir: Path, hosts: int, runs: int, out: dict) -> None:
 
     if workdir.exists():
         shutil.rmtree(workdir)
-    patchsets = workdir / "patchsets"
-    shutil.copytree(SOURCE, patchsets / "ddtree" / "1.1.0")
     logs = workdir / "logs"
     logs.mkdir(parents=True)
     started = time.monotonic()
@@ -93,7 +91,7 @@ def scenario_verified(workdir: Path, hosts: int, runs: int, out: dict) -> None:
     samples: list[dict] = []
     try:
         for i in range(runs):
-            run = one_run(sandbox.inventory_path, patchsets, names, logs, i + 1)
+            run = one_run(sandbox.inventory_path, PATCHSETS, names, logs, i + 1)
             breakdowns += list(run["hosts"].values())
             samples.append({k: run[k] for k in ("wall_s", "rollback_s", "load_1m")})
             log(f"V run {i + 1}/{runs}: push {run['wall_s']:.1f} s, rollback "
