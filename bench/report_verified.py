@@ -35,6 +35,20 @@ def render_verified_rows(rows: list[dict]) -> list[str]:
     return lines
 
 
+def render_suite_rows(rows: list[dict]) -> list[str]:
+    """The per-suite table: the smoke/reference/verify stages' suites, one process each."""
+    lines = [
+        "| stage: suite | median s | spread (min–max) s | old server serving |",
+        "|---|---:|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['stage']} | {_fmt_s(row['median_s'])} | "
+            f"{_fmt_s(row['min_s'])}–{_fmt_s(row['max_s'])} | {row['serving']} |"
+        )
+    return lines
+
+
 def render_verified(v: dict | None) -> list[str]:
     """The whole V section; a line saying it was not run when results have no V."""
     lines = ["## V: time to a verified server (every gate, real sglang servers)", ""]
@@ -54,6 +68,16 @@ def render_verified(v: dict | None) -> list[str]:
         f"down {phases.get('no (down)', 0):.2f} s, new server (verifying) "
         f"{phases.get('no (new server)', 0):.2f} s.",
         "",
+    ]
+    if v.get("suites"):
+        lines += [
+            "Inside those stages, each suite is one process on the host, run one after another"
+            " (a suite's own time; the rest of its stage is process starts and the agent):",
+            "",
+            *render_suite_rows(v["suites"]),
+            "",
+        ]
+    lines += [
         METHOD_V,
         "",
     ]

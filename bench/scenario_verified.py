@@ -25,7 +25,13 @@ import time
 from pathlib import Path
 
 from harness import REPO, log
-from verified_breakdown import phase_totals, run_breakdown, summarise_breakdowns
+from verified_breakdown import (
+    phase_totals,
+    run_breakdown,
+    suite_seconds,
+    summarise_breakdowns,
+    summarise_suites,
+)
 
 PATCHSET = "ddtree@1.1.0"
 PATCHSETS = REPO / "patchsets"  # read only: ddtree 1.1.0 and the shared file store
@@ -65,6 +71,7 @@ def one_run(inventory: Path, patchsets: Path, hosts: list[str], logs: Path, i: i
         "rollback_s": back_s,
         "load_1m": os.getloadavg()[0],
         "hosts": {h: run_breakdown(events, h, wall_s) for h in hosts},
+        "suites": {h: suite_seconds(events, h) for h in hosts},
     }
 
 
@@ -88,11 +95,13 @@ def scenario_verified(workdir: Path, hosts: int, runs: int, out: dict) -> None:
     names = [h.name for h in sandbox.hosts]
     log(f"V: {hosts} real sglang host(s) up in {start_s:.0f} s")
     breakdowns: list[dict[str, float]] = []
+    suites: list[dict[str, float]] = []
     samples: list[dict] = []
     try:
         for i in range(runs):
             run = one_run(sandbox.inventory_path, PATCHSETS, names, logs, i + 1)
             breakdowns += list(run["hosts"].values())
+            suites += list(run["suites"].values())
             samples.append({k: run[k] for k in ("wall_s", "rollback_s", "load_1m")})
             log(f"V run {i + 1}/{runs}: push {run['wall_s']:.1f} s, rollback "
                 f"{run['rollback_s']:.1f} s, load {run['load_1m']:.1f}")  # fmt: skip
@@ -102,6 +111,7 @@ def scenario_verified(workdir: Path, hosts: int, runs: int, out: dict) -> None:
     out["V"] = {
         "rows": rows,
         "phases": phase_totals(rows),
+        "suites": summarise_suites(suites),
         "runs": samples,
         "setup": {
             "hosts": hosts,

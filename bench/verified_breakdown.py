@@ -85,6 +85,39 @@ def summarise_breakdowns(runs: list[dict[str, float]]) -> list[dict]:
     return rows
 
 
+def suite_seconds(events: Iterable[dict], host: str) -> dict[str, float]:
+    """`stage: suite` -> seconds for one host, from the suites' info lines (data.suite,
+    data.duration_s; a skipped suite that reports none counts 0): inside smoke, reference
+    and verify, each suite is one process on the host, run one after another."""
+    found: dict[str, float] = {}
+    for event in events:
+        data = event.get("data") or {}
+        if event.get("host") != host or event.get("event") != "info" or "suite" not in data:
+            continue
+        found[f"{event['stage']}: {data['suite']}"] = float(data.get("duration_s") or 0.0)
+    return found
+
+
+def summarise_suites(runs: list[dict[str, float]]) -> list[dict]:
+    """Rows over N runs of suite_seconds: {stage ("stage: suite"), median_s, min_s, max_s,
+    runs, serving}, in the order first seen (a suite a run did not report counts 0)."""
+    names: list[str] = []
+    for run in runs:
+        names += [n for n in run if n not in names]
+    rows = []
+    for name in names:
+        samples = [r.get(name, 0.0) for r in runs]
+        rows.append({
+            "stage": name,
+            "median_s": round(statistics.median(samples), 3),
+            "min_s": round(min(samples), 3),
+            "max_s": round(max(samples), 3),
+            "runs": len(samples),
+            "serving": serving_during(name.split(":", 1)[0]),
+        })  # fmt: skip
+    return rows
+
+
 def phase_totals(rows: list[dict]) -> dict[str, float]:
     """Median seconds by what serves meanwhile (OLD_SERVES, DOWN, NEW_SERVES): the time a
     push spends before the old server goes away, the downtime and the verifying after."""

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from report_verified import render_verified, render_verified_rows  # noqa: E402
+from report_verified import (  # noqa: E402
+    render_suite_rows,
+    render_verified,
+    render_verified_rows,
+)
 from verified_breakdown import (  # noqa: E402 - bench/ is a folder of scripts, not a package
     DOWN,
     NEW_SERVES,
@@ -20,7 +24,9 @@ from verified_breakdown import (  # noqa: E402 - bench/ is a folder of scripts, 
     run_breakdown,
     serving_during,
     stage_seconds,
+    suite_seconds,
     summarise_breakdowns,
+    summarise_suites,
 )
 
 # One host's push with every gate, as `push --gate full --json` reports it (seconds).
@@ -131,3 +137,33 @@ def test_section_says_not_measured_without_results_and_shows_them_with():
     text = "\n".join(render_verified(v))
     assert "| canary | 60.00 |" in text and "old server 61.00 s" in text
     assert "Not measured" not in text
+
+
+def suite_line(stage: str, suite: str, seconds: float | None, host: str = "host0") -> dict:
+    data = {"suite": suite, "passed": True, "duration_s": seconds}
+    return {"host": host, "stage": stage, "event": "info", "duration_s": None, "data": data}
+
+
+def test_suite_seconds_from_the_suites_info_lines_of_one_host():
+    events = [
+        *recorded(),
+        suite_line("smoke", "imports", 8.0),
+        suite_line("smoke", "gpu", None),  # skipped: no GPU, reports no time
+        suite_line("verify", "server", 6.5),
+        suite_line("smoke", "imports", 99.0, host="host1"),
+    ]
+    assert suite_seconds(events, "host0") == {
+        "smoke: imports": 8.0, "smoke: gpu": 0.0, "verify: server": 6.5,
+    }  # fmt: skip
+
+
+def test_suite_rows_median_over_runs_with_what_serves():
+    runs = [{"smoke: imports": 8.0, "verify: server": 6.0}, {"smoke: imports": 10.0}]
+    rows = summarise_suites(runs)
+    assert [r["stage"] for r in rows] == ["smoke: imports", "verify: server"]
+    assert (rows[0]["median_s"], rows[0]["serving"]) == (9.0, OLD_SERVES)
+    assert (rows[1]["min_s"], rows[1]["serving"]) == (0.0, NEW_SERVES)
+    table = render_suite_rows(rows)
+    assert "| smoke: imports | 9.00 | 8.00–10.00 | yes |" in table
+    v = {"rows": summarise_breakdowns([{TOTAL: 1.0}]), "suites": rows, "setup": {}}
+    assert "| verify: server | 3.00 | 0.00–6.00 | no (new server) |" in render_verified(v)
