@@ -337,7 +337,11 @@ def main() -> int:
     if "builder-ref" in wanted:
         builder_rows(args.builder_ref_rounds, out)
     if "V" in wanted:  # its own sandbox of real sglang servers, after the bench hosts stopped
-        scenario_verified(args.workdir / "verified", args.v_hosts, args.v_runs, out)
+        try:
+            scenario_verified(args.workdir / "verified", args.v_hosts, args.v_runs, out)
+        except RuntimeError as exc:  # a failed push: the report says so, the rest is kept
+            out["V"] = {"why": f"a push failed ({str(exc).splitlines()[0]})"}
+            log(f"V failed: {exc}")
     key = "bench_wall_s" if not args.only else "bench_wall_s_" + "+".join(sorted(wanted))
     setup = out.setdefault("setup", {})
     setup[key] = round(time.monotonic() - started, 1)

@@ -132,6 +132,8 @@ def test_table_has_one_row_per_stage_with_its_columns():
 
 def test_section_says_not_measured_without_results_and_shows_them_with():
     assert any("Not measured" in line for line in render_verified(None))
+    failed = render_verified({"why": "a push failed (V push 1 exited 1:)"})
+    assert "Not measured: a push failed (V push 1 exited 1:)." in failed
     rows = summarise_breakdowns([run_breakdown(recorded(), "host0", wall_s=200.0)])
     v = {"rows": rows, "phases": phase_totals(rows), "setup": {"hosts": 1, "runs": 1}}
     text = "\n".join(render_verified(v))
