@@ -10,6 +10,7 @@ from pathlib import Path
 
 from report_method import METHOD
 from report_peers import peer_rows, render_controller, render_floor
+from report_verified import render_verified
 from summary import DDTREE_A, target_rows
 
 STAGE_GROUPS_A = 5  # preflight, backup+journal, install+compile, restart+health, commit
@@ -292,6 +293,7 @@ def render(results: dict, png_name: str | None) -> str:
     if results.get("profile"):
         lines += render_profile(results["profile"])
     lines += render_builder(results)
+    lines += render_verified(results.get("V"))
     notes = Path(__file__).with_name("NOTES.md")
     if notes.exists():
         lines += [notes.read_text().rstrip(), ""]

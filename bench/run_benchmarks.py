@@ -10,7 +10,9 @@ only, and real hosts pinned away from the controller; scenario_controller.py), C
 after a failed health gate), D (re-push, no changes), I (the `imports` suite vs one process
 importing every patched module), profile, builder (bench/bench_ddtree_builder.py) and
 builder-ref (the builder vs the reference's algorithm, when that bench module exists;
-`--builder-ref-rounds`, 201). Only the host scenarios start the sandbox hosts.
+`--builder-ref-rounds`, 201) and V (time to a verified server: every gate on real sglang
+servers, its own sandbox; `--v-hosts` 1, `--v-runs` 3; scenario_verified.py). Only the host
+scenarios start the sandbox hosts.
 
 Every comparison is interleaved: each run takes every contender once, back to back (ours,
 Ansible, ours, Ansible, …), so load drift on a shared machine hits both alike; ratios are
@@ -52,6 +54,7 @@ from scenario_a import (  # check_deployed, variants: bench/host_cpu.py, profile
 )
 from scenario_controller import scenario_b_controller
 from scenario_gates import scenario_a_plus, scenario_i
+from scenario_verified import scenario_verified
 from summary import paired_ratios, summarise
 from tools import (
     WARM_CONTROL_DIR,
@@ -306,6 +309,8 @@ def main() -> int:
         help="B-ctl sizes on real sandbox hosts pinned away from the controller (all tools)",
     )  # fmt: skip
     parser.add_argument("--builder-repeats", type=int, default=5)
+    parser.add_argument("--v-hosts", type=int, default=1, help="V: real sglang hosts")
+    parser.add_argument("--v-runs", type=int, default=3, help="V: pushes with every gate")
     parser.add_argument(
         "--builder-ref-rounds",
         type=int,
@@ -314,12 +319,12 @@ def main() -> int:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ddtree-bench"))
     parser.add_argument(
-        "--only", nargs="*", default=None, help="A A+ B B-ctl C D I profile builder builder-ref"
+        "--only", nargs="*", default=None, help="A A+ B B-ctl C D I profile builder builder-ref V"
     )
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results.json")
     parser.add_argument("--doc", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    everything = ["A", "A+", "B", "B-ctl", "C", "D", "I", "profile", "builder", "builder-ref"]
+    everything = ["A", "A+", "B", "B-ctl", "C", "D", "I", "profile", "builder", "builder-ref", "V"]
     wanted = set(args.only or everything)
     rtt_s = args.rtt_ms / 1000
     max_hosts = max([*args.hosts, *args.bctl_pinned_hosts, SCENARIO_A_HOSTS, args.aplus_hosts])
@@ -331,6 +336,12 @@ def main() -> int:
         run_builder(args.builder_repeats, out)
     if "builder-ref" in wanted:
         builder_rows(args.builder_ref_rounds, out)
+    if "V" in wanted:  # its own sandbox of real sglang servers, after the bench hosts stopped
+        try:
+            scenario_verified(args.workdir / "verified", args.v_hosts, args.v_runs, out)
+        except RuntimeError as exc:  # a failed push: the report says so, the rest is kept
+            out["V"] = {"why": f"a push failed ({str(exc).splitlines()[0]})"}
+            log(f"V failed: {exc}")
     key = "bench_wall_s" if not args.only else "bench_wall_s_" + "+".join(sorted(wanted))
     setup = out.setdefault("setup", {})
     setup[key] = round(time.monotonic() - started, 1)

@@ -1,0 +1,128 @@
+"""Time to a verified server, derived from a push's `--json` events (pure: no I/O; the unit
+tests in tests/bench/test_verified.py feed it recorded event lists).
+
+A push with every gate reports one `start` and one `ok`/`fail` line per stage and host
+(docs/ci.md). A stage's time is the `duration_s` of its end line; what no stage accounts for
+(CLI start-up, connect, round trips, wind-down) is the push's wall minus the stages' sum,
+shown as its own row. Each stage is marked by what serves meanwhile: the OLD server for every
+stage before the restart (those could all run while traffic is still served by the old
+code), nothing during drain/restart/health (the downtime), the NEW server from verify on.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from ddtree_deploy.events import Stage
+
+# Push order (Stage is declared in it); the stages a push can report for one host.
+PUSH_ORDER: tuple[str, ...] = tuple(
+    s.value
+    for s in Stage
+    if s not in (Stage.INPUT, Stage.ROLLBACK, Stage.RECOVER)
+    and s.value not in ("status", "check", "history", "summary")
+)
+OLD_SERVES, DOWN, NEW_SERVES = "yes", "no (down)", "no (new server)"
+_DOWN_STAGES = {Stage.DRAIN.value, Stage.RESTART.value, Stage.HEALTH.value}
+UNACCOUNTED = "unaccounted (start-up, connect, round trips, wind-down)"
+TOTAL = "total (push wall)"
+
+
+def serving_during(stage: str) -> str:
+    """What serves traffic while `stage` runs on a host: OLD_SERVES, DOWN or NEW_SERVES."""
+    if stage in _DOWN_STAGES:
+        return DOWN
+    at = PUSH_ORDER.index(stage) if stage in PUSH_ORDER else len(PUSH_ORDER)
+    return OLD_SERVES if at < PUSH_ORDER.index(Stage.DRAIN.value) else NEW_SERVES
+
+
+def stage_seconds(events: Iterable[dict], host: str) -> dict[str, float]:
+    """stage -> seconds for one host, in push order: each stage's end line's duration_s
+    (a stage reported twice, e.g. unlock on a failure path, is summed). Raises ValueError
+    when a stage failed: a failed push has no time to a verified server."""
+    found: dict[str, float] = {}
+    for event in events:
+        if event.get("host") != host or event.get("stage") not in PUSH_ORDER:
+            continue
+        if event["event"] == "fail":
+            raise ValueError(f"{host}: stage {event['stage']} failed: {event.get('message')}")
+        if event["event"] == "ok":
+            found[event["stage"]] = found.get(event["stage"], 0.0) + (event["duration_s"] or 0)
+    return {stage: found[stage] for stage in PUSH_ORDER if stage in found}
+
+
+def run_breakdown(events: list[dict], host: str, wall_s: float) -> dict[str, float]:
+    """One run's breakdown: stage -> seconds, then UNACCOUNTED (wall minus the stages,
+    never below 0) and TOTAL (the push's wall as the bench measured it)."""
+    stages = stage_seconds(events, host)
+    if not stages:
+        raise ValueError(f"{host}: the push reported no stage")
+    return {**stages, UNACCOUNTED: max(0.0, wall_s - sum(stages.values())), TOTAL: wall_s}
+
+
+def summarise_breakdowns(runs: list[dict[str, float]]) -> list[dict]:
+    """Rows over N runs, in push order then UNACCOUNTED and TOTAL: {stage, median_s, min_s,
+    max_s, runs, serving, share} with share = median / median total (a stage a run did not
+    report counts 0 in that run)."""
+    if not runs:
+        return []
+    names = [n for n in (*PUSH_ORDER, UNACCOUNTED, TOTAL) if any(n in r for r in runs)]
+    total = statistics.median(r[TOTAL] for r in runs)
+    rows = []
+    for name in names:
+        samples = [r.get(name, 0.0) for r in runs]
+        median = statistics.median(samples)
+        rows.append({
+            "stage": name,
+            "median_s": round(median, 3),
+            "min_s": round(min(samples), 3),
+            "max_s": round(max(samples), 3),
+            "runs": len(samples),
+            "serving": serving_during(name) if name in PUSH_ORDER else "—",
+            "share": round(median / total, 3) if total > 0 else 0.0,
+        })  # fmt: skip
+    return rows
+
+
+def suite_seconds(events: Iterable[dict], host: str) -> dict[str, float]:
+    """`stage: suite` -> seconds for one host, from the suites' info lines (data.suite,
+    data.duration_s; a skipped suite that reports none counts 0): inside smoke, reference
+    and verify, each suite is one process on the host, run one after another."""
+    found: dict[str, float] = {}
+    for event in events:
+        data = event.get("data") or {}
+        if event.get("host") != host or event.get("event") != "info" or "suite" not in data:
+            continue
+        found[f"{event['stage']}: {data['suite']}"] = float(data.get("duration_s") or 0.0)
+    return found
+
+
+def summarise_suites(runs: list[dict[str, float]]) -> list[dict]:
+    """Rows over N runs of suite_seconds: {stage ("stage: suite"), median_s, min_s, max_s,
+    runs, serving}, in the order first seen (a suite a run did not report counts 0)."""
+    names: list[str] = []
+    for run in runs:
+        names += [n for n in run if n not in names]
+    rows = []
+    for name in names:
+        samples = [r.get(name, 0.0) for r in runs]
+        rows.append({
+            "stage": name,
+            "median_s": round(statistics.median(samples), 3),
+            "min_s": round(min(samples), 3),
+            "max_s": round(max(samples), 3),
+            "runs": len(samples),
+            "serving": serving_during(name.split(":", 1)[0]),
+        })  # fmt: skip
+    return rows
+
+
+def phase_totals(rows: list[dict]) -> dict[str, float]:
+    """Median seconds by what serves meanwhile (OLD_SERVES, DOWN, NEW_SERVES): the time a
+    push spends before the old server goes away, the downtime and the verifying after."""
+    totals = {OLD_SERVES: 0.0, DOWN: 0.0, NEW_SERVES: 0.0}
+    for row in rows:
+        if row["serving"] in totals:
+            totals[row["serving"]] += row["median_s"]
+    return {k: round(v, 3) for k, v in totals.items()}
