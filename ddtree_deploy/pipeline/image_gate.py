@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.record import WireError
+from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.agent.host.wire_results import GateMeasurement
 from ddtree_deploy.events import Stage
 from ddtree_deploy.gate.settings import GateSettings
@@ -78,7 +79,7 @@ def _unmeasured(response: AgentResponse | HostResult) -> str | None:
     if isinstance(response, HostResult):
         return response.message or "no answer"
     try:
-        measured = response.result_as("gate_measure", GateMeasurement)
+        measured = response.result_as(OpName.GATE_MEASURE, GateMeasurement)
     except WireError as exc:
         return f"not a gate measurement: {exc}"
     if measured is None:
