@@ -45,7 +45,7 @@ def test_a_failed_health_still_reports_the_watchdogs_progress():
 
 
 def test_a_failed_journal_rotation_is_one_warning_per_run():
-    said = {"rotated": None, "rotate_error": "OSError: EROFS"}
+    said = {"entry": {}, "rotated": None, "rotate_error": "OSError: EROFS"}
     s = scene(**{"journal:committed": [OpResult(op="journal", ok=True, data=said)] * 2})
     entry = ops.journal_op("d1", "committed")
     s.run.call([(Stage.JOURNAL, entry)])
@@ -56,7 +56,7 @@ def test_a_failed_journal_rotation_is_one_warning_per_run():
 
 
 def test_a_rotation_that_carried_entries_is_told():
-    said = {"rotated": 12, "rotate_error": None}
+    said = {"entry": {}, "rotated": 12, "rotate_error": None}
     s = scene(**{"journal:committed": OpResult(op="journal", ok=True, data=said)})
     s.run.call([(Stage.JOURNAL, ops.journal_op("d1", "committed"))])
     assert s.infos() == ["journal: journal rotated: 12 entries carried, the old one kept"]
