@@ -155,11 +155,8 @@ def unlock_op(run_id: str) -> Op:
 
 def journal_op(deploy_id: str, state: wire.JournalState, **fields: Any) -> Op:
     """Return the journal op appending {deploy_id, state, **fields} (the agent adds ts)."""
-    return Op.of(
-        wire.JournalArgs(
-            entry={"deploy_id": deploy_id, "state": wire.JournalState(state).value, **fields}
-        )
-    )
+    entry = {"deploy_id": deploy_id, "state": wire.JournalState(state).value, **fields}
+    return Op.of(wire.JournalArgs(entry=entry))
 
 
 def backup_op(
