@@ -12,6 +12,10 @@ Each is ddtree 1.1.0 with a few text edits, re-versioned and re-locked, like bro
   forward, 20 ms at least, 250 ms at most): same tokens, about 3x fewer tokens/s than 1.1.0
   on any machine (caught by the gate's tokens/s comparison). A fixed sleep slowed a fast
   machine 2.8x and a slower CI runner only 2.0x, at the quick gate's -50% edge.
+- ``crawl``: ``slow`` with a sleep of 9x the step (90 ms at least, 500 ms at most): about
+  10x fewer tokens/s, so far below any noise band that it is caught even against a base
+  that is itself slower than 1.1.0 (``export --verify``'s DFLASH base image: ``slow`` comes
+  out near -46% there, inside the CPU threshold; ``crawl`` near -85%).
 - ``greedy``: the tree mask of broken.py's ``mask``, and no [lossless] table (no references),
   so the push compares no outputs: greedy output differs from the old server's (caught by
   the gate's greedy-output comparison).
@@ -38,24 +42,39 @@ HANG_AFTER_DEFAULT = 60
 SLOW_FACTOR = 2.0
 SLOW_MIN_S = 0.02
 SLOW_MAX_S = 0.25
+CRAWL = (9.0, 0.09, 0.5)  # crawl's (factor, least, most sleep in s)
 
 # Anchors in ddtree_info.py of 1.1.0, each there once.
 _IMPORTS = "import logging\n"
 _VERIFY_BODY = "        tree = self.tree\n        posterior = self._target_tokens("
 _VERIFY_CLASS = "@dataclass\nclass DDTreeVerifyInput("
 
-_SLOW_HELPER = f'''_GATE_FIXTURE_LAST_END = [0.0]
+
+def _slow_helper(factor: float, least_s: float, most_s: float) -> str:
+    """The source of the sleep a slow fixture's verify runs first: ``factor`` x the time
+    since the last verify ended, clamped to [least_s, most_s]."""
+    return f'''_GATE_FIXTURE_LAST_END = [0.0]
 
 
 def _gate_fixture_slow() -> None:
-    """Gate fixture `slow`: sleep {SLOW_FACTOR:g}x the time since the last verify ended."""
+    """Gate fixture: sleep {factor:g}x the time since the last verify ended."""
     now = time.monotonic()
     gap = now - _GATE_FIXTURE_LAST_END[0]
-    time.sleep(min({SLOW_MAX_S}, max({SLOW_MIN_S}, {SLOW_FACTOR} * gap)))
+    time.sleep(min({most_s}, max({least_s}, {factor} * gap)))
     _GATE_FIXTURE_LAST_END[0] = time.monotonic()
 
 
 '''
+
+
+def _slow_edits(factor: float, least_s: float, most_s: float) -> tuple[tuple[str, str, str], ...]:
+    """The edits that make 1.1.0's verify sleep (see `_slow_helper`)."""
+    return (
+        (INFO, _IMPORTS, "import logging\nimport time\n"),
+        (INFO, _VERIFY_CLASS, _slow_helper(factor, least_s, most_s) + _VERIFY_CLASS),
+        (INFO, _VERIFY_BODY, f"        _gate_fixture_slow()\n{_VERIFY_BODY}"),
+    )
+
 
 _HANG_HELPER = f'''_GATE_FIXTURE_SEEN_RIDS: set[str] = set()
 
@@ -96,10 +115,13 @@ GATE_VARIANTS: dict[str, GateVariant] = {
     ),
     "slow": GateVariant(
         "1.1.6",
-        ((INFO, _IMPORTS, "import logging\nimport time\n"),
-         (INFO, _VERIFY_CLASS, _SLOW_HELPER + _VERIFY_CLASS),
-         (INFO, _VERIFY_BODY, f"        _gate_fixture_slow()\n{_VERIFY_BODY}")),
+        _slow_edits(SLOW_FACTOR, SLOW_MIN_S, SLOW_MAX_S),
         f"verify sleeps {SLOW_FACTOR:g}x the step before it: about 3x fewer tokens/s",
+    ),
+    "crawl": GateVariant(
+        "1.1.20",
+        _slow_edits(*CRAWL),
+        f"verify sleeps {CRAWL[0]:g}x the step before it: about 10x fewer tokens/s",
     ),
     "greedy": GateVariant(
         "1.1.7",

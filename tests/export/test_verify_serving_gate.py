@@ -12,9 +12,14 @@ nothing written, no container left. Measured (2026-12-05, 2 cores under load): b
 FAILED: 1/8 prompts match (exact); prompt 1/8: first difference at token 21: 23 (baseline)
 vs 26 (new)"; 203 s. The fixture `slow` (~3x fewer tokens/s than 1.1.0) is no control
 here: against a DFLASH base that is itself slower than DDTREE on this target it comes out
-near -46%, inside the CPU thresholds below and the gate's 50% noise cap; the push's own
-gate tests compare it with 1.1.0 (tests/serving/test_gate.py). The scripted-agent
-controls (test_verify_gate.py) cover a slower server.
+near -46%, inside the CPU thresholds below and the gate's 50% noise cap (the push's own
+gate tests compare it with 1.1.0: tests/serving/test_gate.py). The speed control here is
+`crawl` (~10x fewer tokens/s than 1.1.0, the same tokens): it passes the server suite's
+lossless gate and must fail the gate's tokens/s comparison with the base image's server.
+Measured (2026-12-05, quiet machine, 434 s): base DFLASH 139.1 tok/s, accept 1.08; crawl's
+server suite 8/8 identical, accept 1.17; "gate.tokens_per_s FAILED: tokens/s 139.1 -> 8.5
+(-93.9%), allowed -50.0%", p95 latency 0.248 s -> 4.565 s (x18.44): far outside any
+allowance whatever the load.
 
 Heavy (two sglang CPU servers in containers a case, minutes each under load): serving_full.
 """
@@ -44,11 +49,11 @@ max_tokens_per_s_regression = 0.5
 max_p95_latency_ratio = 2.0
 prompts = "prompts.jsonl"
 """
-FAILS = {"greedy": "greedy_match"}  # fixture -> the check that catches it
+FAILS = {"greedy": "greedy_match", "crawl": "tokens_per_s"}  # fixture -> the check that catches it
 
 
 @pytest.mark.serving_full
-@pytest.mark.parametrize("variant", [None, "greedy"], ids=["good", "greedy"])
+@pytest.mark.parametrize("variant", [None, "greedy", "crawl"], ids=["good", "greedy", "crawl"])
 def test_verify_gates_the_images_server_against_the_base_images(
     runnable_images, sandbox_envs, docker_daemon, scratch, variant
 ):

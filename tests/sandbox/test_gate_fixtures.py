@@ -171,20 +171,27 @@ class Clock:
 
 def test_slow_sleeps_a_multiple_of_the_step_before_it_whatever_the_machine():
     """The slowdown is a ratio, not a constant: a 10 ms step and a 60 ms step (a slower CI
-    runner) both become about 3x longer; idle time before a request is capped."""
-    clock = Clock()
-    namespace: dict[str, Any] = {"time": clock}
-    exec(gate_fixtures._SLOW_HELPER, namespace)
-    slow = namespace["_gate_fixture_slow"]
-    slow()  # the first verify after start: capped
-    assert clock.slept == [gate_fixtures.SLOW_MAX_S]
-    for step_s in (0.01, 0.06, 0.001):
-        clock.slept.clear()
-        clock.now += step_s  # draft + target forward
-        slow()
-        expected = min(gate_fixtures.SLOW_MAX_S, max(gate_fixtures.SLOW_MIN_S, 2 * step_s))
-        assert clock.slept == [pytest.approx(expected)]
+    runner) both become about 3x longer under ``slow`` (10x under ``crawl``); idle time
+    before a request is capped."""
+    fixtures = {
+        "slow": (gate_fixtures.SLOW_FACTOR, gate_fixtures.SLOW_MIN_S, gate_fixtures.SLOW_MAX_S),
+        "crawl": gate_fixtures.CRAWL,
+    }
+    for factor, least_s, most_s in fixtures.values():
+        clock = Clock()
+        namespace: dict[str, Any] = {"time": clock}
+        exec(gate_fixtures._slow_helper(factor, least_s, most_s), namespace)
+        slow = namespace["_gate_fixture_slow"]
+        slow()  # the first verify after start: capped
+        assert clock.slept == [most_s]
+        for step_s in (0.01, 0.03, 0.06, 0.001):
+            clock.slept.clear()
+            clock.now += step_s  # draft + target forward
+            slow()
+            expected = min(most_s, max(least_s, factor * step_s))
+            assert clock.slept == [pytest.approx(expected)]
     assert gate_fixtures.SLOW_FACTOR == 2.0
+    assert gate_fixtures.CRAWL[0] >= 4 * gate_fixtures.SLOW_FACTOR  # far past any noise band
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
