@@ -2,7 +2,8 @@
 
 It sits next to events.py so that report/ reads results without importing pipeline/.
 `HostDetails` names every key a command records about a host, so a reader's misspelled key
-or a writer's wrong type fails mypy (`make lint`), not a report.
+(in `.get` too: pyproject's mypy plugin, devtools/mypy_keys.py) or a writer's wrong type
+fails mypy (`make lint`), not a report.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class GateObserve(TypedDict):
 
 class GateDetails(TypedDict):
     """The serving gate on one host: its baseline's line (None: none was measured) and
-    every check as gate/compare.py's `Check.to_dict()` writes it (JUnit's gate cases)."""
+    every check as gate/compare.py's `GateCheck.to_dict()` writes it (JUnit's gate cases)."""
 
     baseline: str | None
     checks: list[dict[str, Any]]
