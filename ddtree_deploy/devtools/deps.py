@@ -66,7 +66,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "events": frozenset(),
     "errors": frozenset(),
     "lazy": frozenset(),  # the PEP 562 helper package __init__ modules use
-    "results": frozenset({"events"}),  # a result carries its stage records
+    # a result carries its stage records; its details name the agent's state records (types)
+    "results": frozenset({"events", "agent"}),
     # devtools/: checkout-only tools, never in the wheel; the inventory page reads the models
     "devtools": frozenset({"inventory", "gate", "patchset"}) | LEAVES,
 }

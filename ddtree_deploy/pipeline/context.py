@@ -9,7 +9,6 @@ import secrets
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.record import WireError
@@ -27,7 +26,7 @@ from ddtree_deploy.errors import (
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline.op_reports import report_each_service, report_results
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.transport import Transport
 
@@ -189,16 +188,26 @@ class HostRun:
         response = self.try_call([(Stage.UNLOCK, ops.unlock_op(self.run_id))])
         return response is not None and response.ok
 
-    def result(self, outcome: Outcome, message: str = "", **kw: Any) -> HostResult:
+    def result(
+        self,
+        outcome: Outcome,
+        message: str = "",
+        *,
+        deploy_id: str | None = None,
+        version_now: str | None = None,
+        details: HostDetails | None = None,
+    ) -> HostResult:
         """Return this host's result, carrying every stage it finished so far."""
         if self.warnings:  # the summary shows them beside the message (report.summary)
-            kw["details"] = {**(kw.get("details") or {}), "warnings": list(self.warnings)}
+            details = {**(details or HostDetails()), "warnings": list(self.warnings)}
         return HostResult(
             host=self.host.name,
             outcome=outcome,
             message=message,
+            deploy_id=deploy_id,
+            version_now=version_now,
+            details=HostDetails() if details is None else details,
             records=self.recorder.records,
-            **kw,
         )
 
 

@@ -22,7 +22,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.status import describe_hand_edits, live_holder
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
 FILES_NAMED = 5  # a message names this many files, then says how many more
@@ -88,7 +88,7 @@ def plan_prune_host(run: HostRun, keep: int) -> HostResult:
         str(d["deploy_id"]) for d in facts.pending if d.get("state") == JournalState.INSTALLING
     }
     removed, kept = split_backups(ids, installing, keep)
-    details = {"dry_run": True, "removed": removed, "kept": kept}
+    details: HostDetails = {"dry_run": True, "removed": removed, "kept": kept}
     holder = live_holder(facts.lock)
     if holder is not None:
         return _locked(run, "backups prune", holder, "", details)
@@ -120,7 +120,7 @@ def _plan_restore(
     backup: Mapping[str, Any] = next((b for b in facts.backups if b.get("deploy_id") == target), {})
     files = [str(f) for f in read.get("files") or []]
     drift = read.get("drift") or []
-    details: dict[str, Any] = {
+    details: HostDetails = {
         "dry_run": True,
         "deploy_id": target,
         "patchset": backup.get("patchset"),
@@ -165,7 +165,7 @@ def _held_by(facts: Facts, pending: JournalEntry) -> bool:
 
 
 def _locked(
-    run: HostRun, command: str, holder: str, hint: str, details: dict[str, Any] | None = None
+    run: HostRun, command: str, holder: str, hint: str, details: HostDetails | None = None
 ) -> HostResult:
     """LOCKED: a live run holds the host, so `command` would be refused."""
     message = f"{command} would be refused: host locked by {holder}{hint}"

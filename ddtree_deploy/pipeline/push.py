@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from ddtree_deploy.agent import AgentResponse, OpResult
 from ddtree_deploy.agent.host.record import WireError
@@ -21,7 +21,7 @@ from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_rollback import roll_back_lost, roll_back_push
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.traffic import Traffic
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.gate_plan import plan_gate
@@ -164,7 +164,8 @@ def _judge_preflight(
     if dead_holder:
         message += " (that process is gone: --break-lock takes the lock over)"
     outcome = _REFUSALS.get(failed.code or "", Outcome.NEEDS_ATTENTION)
-    return run.result(outcome, message, details=failed.data or {})
+    # the refusal's data as the host sent it: {lock} when locked, {files: state} on drift
+    return run.result(outcome, message, details=cast(HostDetails, failed.data or {}))
 
 
 @dataclass
@@ -237,7 +238,7 @@ class Changes:
     def done(self) -> HostResult:
         """Every request passed: put drained servers back; the host's result."""
         push = self.push
-        details: dict[str, Any] = {"suites": self.suites}
+        details: HostDetails = {"suites": self.suites}
         if self.gate is not None:
             details["gate"] = self.gate.details()
         outcome, message = Outcome.OK, "deployed"

@@ -15,7 +15,7 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, holder_is_dead
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.plan import plan_files
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import summarize_flags
@@ -48,7 +48,7 @@ def status_host(
     for state in services:  # the JSON stream's view of each service (the table has a column)
         run.recorder.info(Stage.STATUS, f"service {state['name']}", {"service": state})
     committed = [d for d in facts.deploys if d.get("state") == JournalState.COMMITTED]
-    details: dict[str, Any] = {
+    details: HostDetails = {
         "package_version": facts.package_version,
         "deployed": committed[-1].get("patchset") if committed else None,
         "lock": facts.lock,
