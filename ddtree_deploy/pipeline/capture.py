@@ -67,7 +67,8 @@ def capture_host(transport: Transport, target: Target) -> Capture:
 def refusal_message(host_name: str, target: Target, result: OpResult) -> str:
     """Return the one line saying why host `host_name` refused the edits op (pure)."""
     if result.code == Code.VERSION_MISMATCH:
-        installed = result.data_as(VersionRefusal).installed
+        refused = result.data_or_none(VersionRefusal)
+        installed = refused.installed if refused is not None else None
         return (
             f"{host_name}: installed {target.package} is {installed}, --target is "
             f"{target.package}=={target.version}: capture from a host running "
