@@ -17,6 +17,7 @@ from typing import Any
 from ddtree_deploy.agent import OpResult
 from ddtree_deploy.agent.host.pure import split_backups
 from ddtree_deploy.agent.host.wire import JournalState, OpName
+from ddtree_deploy.agent.host.wire_outcomes import DriftResult
 from ddtree_deploy.agent.host.wire_results import Facts, JournalEntry
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
@@ -112,14 +113,13 @@ def _plan_restore(
     refuse it (or, with `force`, be saved beside it first). `answers` may hold the drift
     op's read of another deploy (the one the host should be at): then `target` is read."""
     read = _drift_answer(answers)
-    if read.get("deploy_id") != target:
+    if read.deploy_id != target:
         asked = run.ask([(Stage.PREFLIGHT, ops.drift_op(target))])
         if isinstance(asked, HostResult):
             return asked
         read = _drift_answer(tuple(asked.results))
     backup: Mapping[str, Any] = next((b for b in facts.backups if b.get("deploy_id") == target), {})
-    files = [str(f) for f in read.get("files") or []]
-    drift = read.get("drift") or []
+    files, drift = read.files, read.drift
     details: HostDetails = {
         "dry_run": True,
         "deploy_id": target,
@@ -127,35 +127,41 @@ def _plan_restore(
         "created": backup.get("created"),
         "files": files,
         "drift": drift,
-        "unchecked": read.get("unchecked") or [],
+        "unchecked": read.unchecked,
     }
-    if read.get("error"):
-        message = f"{command} would fail: {read['error']}"
+    if read.error:
+        message = f"{command} would fail: {read.error}"
         return run.result(Outcome.NEEDS_ATTENTION, message, deploy_id=target, details=details)
     if drift and not force:
-        edits = describe_hand_edits({"deploy_id": target, "drift": drift})
+        edits = describe_hand_edits(target, drift)
         message = f"{command} would be refused: {edits}; --force saves them beside the backup"
         return run.result(Outcome.REFUSED, message, deploy_id=target, details=details)
     made = f" ({backup['patchset']})" if backup.get("patchset") else ""
     message = f"would restore backup {target}{made}: {len(files)} file(s): {_named(files)}"
     if drift:
-        saved = ", ".join(str(d.get("file")) for d in drift)
+        saved = ", ".join(d["file"] for d in drift)
         message += f"; would first save hand-edited {saved} beside the backup"
     if restart:
         message += "; then restart the service and check its health"
     return run.result(Outcome.OK, message, deploy_id=target, details=details)
 
 
-def _drift_answer(answers: tuple[OpResult, ...]) -> dict[str, Any]:
-    """The drift op's answer among `answers` ({} without a readable one)."""
+def _drift_answer(answers: tuple[OpResult, ...]) -> DriftResult:
+    """The drift op's answer among `answers`; one of no deploy without a readable one (with
+    the error when the op failed)."""
     for answer in answers:
         if answer.op != OpName.DRIFT:
             continue
         if not answer.ok:
-            return {"error": answer.error or "the backup could not be read"}
-        if isinstance(answer.data, dict):
-            return answer.data
-    return {}
+            return _no_drift(answer.error or "the backup could not be read")
+        if (found := answer.data_or_none(DriftResult)) is not None:
+            return found
+    return _no_drift(None)
+
+
+def _no_drift(error: str | None) -> DriftResult:
+    """A drift answer about no deploy: nothing found, with why when the op failed."""
+    return DriftResult(None, drift=[], unchecked=[], error=error, files=[])
 
 
 def _held_by(facts: Facts, pending: JournalEntry) -> bool:

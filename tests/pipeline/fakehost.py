@@ -120,6 +120,9 @@ class FakeHost:
             backup = f"/state/backups/{op.args['deploy_id']}"
             data = {"files": {}, "backup": backup, "drift": [], "drift_saved": None,
                     "unchecked": []}  # fmt: skip
+        elif op.op == "drift":  # a DriftResult: the deploy asked about, no hand edits
+            data = {"deploy_id": op.args.get("deploy_id"), "drift": [], "unchecked": [],
+                    "error": None, "files": []}  # fmt: skip
         return OpResult(op=op.op, ok=True, data=data, duration_s=0.01)
 
 
