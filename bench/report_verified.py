@@ -13,12 +13,12 @@ connect, round trips, wind-down). *Old server serving*: **yes** for every stage 
 restart (the old code still answers traffic), **no (down)** for drain/restart/health,
 **no (new server)** from verify on. Rows pool every host of every run; spread is min–max;
 share is the median over the median total. CPU servers on a shared 2-core machine: read the
-shares and the old-serves/down/new split, not the absolute seconds. The pre-restart suites run
-at once, one process each, and the reference (the `server` suite recording the old server)
-beside them: its row overlaps smoke's and is not subtracted from the wall. `--v-serial` also
-pushes by the serial path before that cut (bench only, `DDTREE_DEPLOY_BENCH_SERIAL_SMOKE=1`),
-back to back with each run in alternating order: the cut table gives medians of both sides
-and of the per-pair savings, with the savings' spread."""
+shares and the old-serves/down/new split, not the absolute seconds. The reference (the
+`server` suite recording the old server) runs beside the pre-restart suites: its row overlaps
+smoke's and is not subtracted from the wall. `--v-serial` also pushes by the serial path
+before that cut (bench only, `DDTREE_DEPLOY_BENCH_REFERENCE_APART=1`: the reference a request
+of its own after the suites), back to back with each run in alternating order: the cut table
+gives medians of both sides and of the per-pair savings, with the savings' spread."""
 
 
 def _fmt_s(value: float) -> str:
@@ -57,7 +57,7 @@ def render_suite_rows(rows: list[dict]) -> list[str]:
 def render_cut_rows(rows: list[dict]) -> list[str]:
     """The paired before/after table: stage, both medians, the median saving and its spread."""
     lines = [
-        "| stage | serial (before) median s | at once (after) median s "
+        "| stage | reference apart (before) median s | beside smoke (after) median s "
         "| saved, median of pairs s | saved spread (min–max) s |",
         "|---|---:|---:|---:|---|",
     ]
@@ -93,7 +93,7 @@ def render_verified(v: dict | None) -> list[str]:
     if v.get("suites"):
         lines += [
             "Inside those stages, each suite is one process on the host (a suite's own time;"
-            " smoke's run at once, the reference's beside them):",
+            " smoke's one after another, the reference's beside them):",
             "",
             *render_suite_rows(v["suites"]),
             "",
@@ -101,8 +101,8 @@ def render_verified(v: dict | None) -> list[str]:
     if v.get("cut"):
         runs = v["cut"][0]["runs"]
         lines += [
-            f"The smoke cut, {runs} interleaved pair(s) of pushes (the serial path before it, "
-            "then the push as it is, alternating which goes first):",
+            f"The reference cut, {runs} interleaved pair(s) of pushes (the serial path before "
+            "it, then the push as it is, alternating which goes first):",
             "",
             *render_cut_rows(v["cut"]),
             "",

@@ -12,7 +12,7 @@ importing every patched module), profile, builder (bench/bench_ddtree_builder.py
 builder-ref (the builder vs the reference's algorithm, when that bench module exists;
 `--builder-ref-rounds`, 201) and V (time to a verified server: every gate on real sglang
 servers, its own sandbox; `--v-hosts` 1, `--v-runs` 3, `--v-serial` for the paired
-before/after of the smoke cut; scenario_verified.py). Only the host
+before/after of the reference cut; scenario_verified.py). Only the host
 scenarios start the sandbox hosts.
 
 Every comparison is interleaved: each run takes every contender once, back to back (ours,
@@ -314,8 +314,8 @@ def main() -> int:
     parser.add_argument("--v-runs", type=int, default=3, help="V: pushes with every gate")
     parser.add_argument(
         "--v-serial", action="store_true",
-        help="V: each run also pushes by the serial smoke path before the cut (bench only), "
-        "interleaved, for the paired before/after table",
+        help="V: each run also pushes with the reference as its own request, the path before "
+        "it ran beside the smoke suites (bench only), interleaved, for the paired table",
     )  # fmt: skip
     parser.add_argument(
         "--builder-ref-rounds",

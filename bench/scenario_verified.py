@@ -9,10 +9,10 @@ so the next run starts from DFLASH again. bench/verified_breakdown.py turns each
 events into a per-stage breakdown; the result is the median and spread per stage over the
 runs, with what serves meanwhile (old server, nothing, new server).
 
-With `serial_too` (`--v-serial`) each run also pushes by the path before the pre-restart
-suites ran at once (BENCH ONLY: DDTREE_DEPLOY_BENCH_SERIAL_SMOKE=1 makes the push run them
-one after another and send the reference as a request of its own), the two back to back in
-alternating order, so out["V"]["cut"] holds medians of paired (interleaved) differences.
+With `serial_too` (`--v-serial`) each run also pushes by the path before the reference
+was recorded beside the smoke suites (BENCH ONLY: DDTREE_DEPLOY_BENCH_REFERENCE_APART=1 makes
+the push send it as a request of its own after them), the two back to back in alternating
+order, so out["V"]["cut"] holds medians of paired (interleaved) differences.
 
 Its own sandbox (not the bench hosts of scenarios A-D): real servers take minutes to start
 and every push restarts one. Expect ≈ 20 s to start one host once the sandbox's base env and
@@ -45,8 +45,8 @@ PATCHSETS = REPO / "patchsets"  # read only: ddtree 1.1.0 and the shared file st
 GATE_MODE = "full"
 
 
-SERIAL_ENV = "DDTREE_DEPLOY_BENCH_SERIAL_SMOKE"  # cli/push.py: bench only
-BESIDE = ("reference",)  # after the cut it runs inside smoke's time
+SERIAL_ENV = "DDTREE_DEPLOY_BENCH_REFERENCE_APART"  # cli/push.py: bench only
+BESIDE = ("reference",)  # since the cut it runs inside smoke's time
 
 
 def _cli(

@@ -94,8 +94,8 @@ def summarise_breakdowns(runs: list[dict[str, float]]) -> list[dict]:
 def suite_seconds(events: Iterable[dict], host: str) -> dict[str, float]:
     """`stage: suite` -> seconds for one host, from the suites' info lines (data.suite,
     data.duration_s; a skipped suite that reports none counts 0): inside smoke, reference
-    and verify, each suite is one process on the host (smoke's at once, the reference's
-    beside them; one after another on the serial path before the cut)."""
+    and verify, each suite is one process on the host (smoke's one after another, the
+    reference's beside them; after them on the serial path before the cut)."""
     found: dict[str, float] = {}
     for event in events:
         data = event.get("data") or {}

@@ -37,9 +37,9 @@ from .rollout import connect_first_hosts, run_and_exit
 MIN_LOCK_TTL_S = 60.0
 MAX_LOCK_TTL_S = 7 * 24 * 3600.0
 MAX_KEEP_BACKUPS = 1000  # each backup holds the patched files: a sanity bound, not a budget
-# BENCH ONLY: "1" runs the pre-restart suites one after another and the reference as its own
-# request, the path before they ran at once (bench/scenario_verified.py compares the two)
-BENCH_SERIAL_SMOKE_ENV = "DDTREE_DEPLOY_BENCH_SERIAL_SMOKE"
+# BENCH ONLY: "1" sends the reference as a request of its own after the suites, the path
+# before it ran beside them (bench/scenario_verified.py compares the two)
+BENCH_REFERENCE_APART_ENV = "DDTREE_DEPLOY_BENCH_REFERENCE_APART"
 
 CanaryOpt = Annotated[
     int,
@@ -167,7 +167,7 @@ def push(
         keep_backups=keep_backups,
         smoke_sources=smoke_sources,
         gate_mode=gate_mode(gate),
-        serial_smoke=os.environ.get(BENCH_SERIAL_SMOKE_ENV) == "1",
+        reference_apart=os.environ.get(BENCH_REFERENCE_APART_ENV) == "1",
     )
     units = tuple(
         GroupUnit(

@@ -30,9 +30,9 @@ class PushOptions:
     keep_backups: int = 5
     smoke_sources: dict[str, str] | None = None
     gate_mode: GateMode | None = None
-    # BENCH ONLY (bench/scenario_verified.py): the pre-restart suites one after another and
-    # the reference as a request of its own, as before they ran at once (bench/NOTES.md)
-    serial_smoke: bool = False
+    # BENCH ONLY (bench/scenario_verified.py): the reference as a request of its own after
+    # the suites, as before it ran beside them (bench/NOTES.md)
+    reference_apart: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,9 @@ class PushSteps:
     def reference_beside_smoke(self) -> bool:
         """Whether the reference is recorded while the pre-restart suites run (its suite
         rides in the smoke op as `beside`; the reference stage then reports its answer)."""
-        return self.records_reference and bool(self.prepared.suites) and not self.opts.serial_smoke
+        return (
+            self.records_reference and bool(self.prepared.suites) and not self.opts.reference_apart
+        )
 
     def steps(self, stages: tuple[Stage, ...]) -> list[Step]:
         """The (stage, op) pairs a request of `stages` sends in this push (empty: not sent).
@@ -147,7 +149,7 @@ class PushSteps:
                 return [ops.compile_op(site, prepared)]
             case Stage.SMOKE if prepared.suites:
                 smoke = ops.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)
-                return [self._at_once(smoke)]
+                return [self._with_reference(smoke)]
             case Stage.REFERENCE if self.records_reference:
                 return [self._reference_op()]
             case Stage.RESTART | Stage.HEALTH if self.restarts:
@@ -183,16 +185,13 @@ class PushSteps:
             self.run.host, self.site, self.prepared, server, timeout_s, ["server"], "record"
         )
 
-    def _at_once(self, smoke: Op) -> Op:
-        """The pre-restart smoke op with its suites run at once, one process each, and the
-        reference's suite beside them when it records one; unchanged under serial_smoke."""
-        if self.opts.serial_smoke:
-            return smoke
-        args = wire.SmokeArgs.from_dict(smoke.args)
+    def _with_reference(self, smoke: Op) -> Op:
+        """The pre-restart smoke op with the reference's suite beside its suites when this
+        push records one (reference_beside_smoke), else `smoke` itself."""
         if not self.reference_beside_smoke:
-            return Op.of(args.replace(concurrent=True))
+            return smoke
         reference = wire.SmokeArgs.from_dict(self._reference_op().args)
-        return Op.of(args.replace(concurrent=True, beside=reference.suites))
+        return Op.of(wire.SmokeArgs.from_dict(smoke.args).replace(beside=reference.suites))
 
     def skip_reason(self, stage: Stage) -> str | None:
         """Why a stage reported as skipped does not run in this push: `restart`, and the

@@ -96,13 +96,13 @@ def _raise_at_import(root):
     [
         ("compile", None, {}, "py_compile failed"),
         ("imports", ["imports"], {}, "smoke failed: imports"),
-        # the suites run at once: the one that fails still fails the push, rolled back
+        # the failing suite among others that pass still fails the push, rolled back
         pytest.param(
             "imports",
             ["integrity", "compile", "imports"],
             {},
             "smoke failed: imports",
-            id="imports-among-suites-at-once",
+            id="imports-among-suites",
         ),
         # The stub dies importing the broken patch: health sees the service exit at once.
         ("health", None, {}, "the service exited while starting"),

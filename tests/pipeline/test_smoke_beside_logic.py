@@ -1,10 +1,10 @@
-"""A push's pre-restart suites go at once, the reference recorded beside them, and what a
-user sees is what the one-after-another path showed: the same events in the same order,
-the same results, the same failures and rollbacks (a scripted agent, no SSH, no root).
+"""A push records the lossless reference beside its pre-restart suites (one request), and
+what a user sees is what the earlier path showed: the same events in the same order, the
+same results, the same failures and rollbacks (a scripted agent, no SSH, no root).
 
-`PushOptions.serial_smoke` (bench only) is that earlier path: the suites one after another,
-the reference a request of its own. On real hosts: tests/smoke/test_smoke_hosts.py and
-tests/pipeline/test_push.py; the agent's side: tests/agent/test_smoke_concurrent.py.
+`PushOptions.reference_apart` (bench only) is that earlier path: the reference a request of
+its own after the suites. On real hosts: bench/scenario_verified.py (every gate) and
+tests/serving; the agent's side: tests/agent/test_smoke_beside.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from tests.pipeline.fakehost import Scene, make_host, passed_suites, result_name
 from tests.support import REPO
 
 SUITE_SOURCES = dict.fromkeys(("integrity", "compile", "imports", "ddtree", "gpu", "server"), "")
-AT_ONCE = PushOptions(holder="tester@ctl pid 1", smoke_sources=SUITE_SOURCES)
-SERIAL = dataclasses.replace(AT_ONCE, serial_smoke=True)
+BESIDE = PushOptions(holder="tester@ctl pid 1", smoke_sources=SUITE_SOURCES)
+APART = dataclasses.replace(BESIDE, reference_apart=True)
 PRE_RESTART = ["integrity", "compile", "imports", "ddtree", "gpu"]
 
 
@@ -65,31 +65,28 @@ def seen(s: Scene, result: HostResult) -> list[str]:
     return [line.replace(result.deploy_id, "<id>") if result.deploy_id else line for line in lines]
 
 
-def test_the_suites_go_at_once_and_the_reference_rides_beside_them():
-    s, result = push(AT_ONCE)
+def test_the_reference_rides_beside_the_suites():
+    s, result = push(BESIDE)
     assert result.outcome == Outcome.OK
-    pre = [r for r in s.fake.requests if smoke_args(r)][0]
-    (args,) = smoke_args(pre)
-    assert args.concurrent and [x.name for x in args.suites] == PRE_RESTART
-    (beside,) = args.beside
-    assert beside.name == "server" and beside.input["options"]["lossless"]["mode"] == "record"
+    smokes = [args for r in s.fake.requests for args in smoke_args(r)]
     # the smoke requests: before the restart one (not two), then verify's after it
-    smokes = [r for r in s.fake.requests if smoke_args(r)]
-    assert len(smokes) == 2 and not smoke_args(smokes[1])[0].concurrent
-    assert [x.name for x in smoke_args(smokes[1])[0].suites] == ["server"]
+    assert [[x.name for x in a.suites] for a in smokes] == [PRE_RESTART, ["server"]]
+    (beside,) = smokes[0].beside
+    assert beside.name == "server" and beside.input["options"]["lossless"]["mode"] == "record"
+    assert not smokes[1].beside
 
 
 def test_the_serial_path_sends_what_it_sent_before():
-    s, result = push(SERIAL)
+    s, result = push(APART)
     assert result.outcome == Outcome.OK
     smokes = [args for r in s.fake.requests for args in smoke_args(r)]
     assert [[x.name for x in a.suites] for a in smokes] == [PRE_RESTART, ["server"], ["server"]]
-    assert not any(a.concurrent or a.beside for a in smokes)
+    assert not any(a.beside for a in smokes)
     assert smokes[1].suites[0].input["options"]["lossless"]["mode"] == "record"
 
 
 @pytest.mark.parametrize(
-    "at_once, serial, fewer",
+    "beside, apart, fewer",
     [
         pytest.param({}, {}, 1, id="every-gate-passes"),
         pytest.param(
@@ -108,9 +105,9 @@ def test_the_serial_path_sends_what_it_sent_before():
         pytest.param({"restart": "restart_failed"}, {"restart": "restart_failed"}, 1, id="restart"),
     ],
 )
-def test_a_user_sees_what_the_serial_path_showed(at_once, serial, fewer):
-    s_new, new = push(AT_ONCE, **at_once)
-    s_old, old = push(SERIAL, **serial)
+def test_a_user_sees_what_the_serial_path_showed(beside, apart, fewer):
+    s_new, new = push(BESIDE, **beside)
+    s_old, old = push(APART, **apart)
     assert seen(s_new, new) == seen(s_old, old)
     # past smoke, one round trip fewer: the reference came with the suites
     assert len(s_new.fake.sent) == len(s_old.fake.sent) - fewer
@@ -122,7 +119,7 @@ def test_a_failing_suite_still_rolls_the_push_back_and_no_reference_is_reported(
     failed = result_named("smoke_failed")
     reference = OpResult(op="smoke", ok=True, data={"suites": passed_suites([{"name": "server"}])})
     failed.data["beside"] = reference.model_dump()
-    s, result = push(AT_ONCE, smoke=failed)
+    s, result = push(BESIDE, smoke=failed)
     assert result.outcome == Outcome.ROLLED_BACK
     assert result.message.startswith("smoke failed: imports: import: sglang.srt.speculative")
     assert "reference" not in s.stages("start") and "restart" not in s.stages("start")
@@ -133,16 +130,16 @@ def test_a_failing_suite_still_rolls_the_push_back_and_no_reference_is_reported(
 
 def test_an_unreadable_answer_beside_sends_the_reference_on_its_own():
     odd = OpResult(op="facts", ok=True, data={})  # not a smoke op's answer
-    s, result = push(AT_ONCE, **{"smoke:beside": odd})
+    s, result = push(BESIDE, **{"smoke:beside": odd})
     assert result.outcome == Outcome.OK
     smokes = [args for r in s.fake.requests for args in smoke_args(r)]
     assert [[x.name for x in a.suites] for a in smokes] == [PRE_RESTART, ["server"], ["server"]]
     assert "reference ok" in s.stages()
 
 
-def test_without_a_reference_the_suites_still_go_at_once_and_nothing_rides_beside():
-    s, result = push(AT_ONCE, version="1.0.0")
+def test_without_a_reference_nothing_rides_beside_the_suites():
+    s, result = push(BESIDE, version="1.0.0")
     assert result.outcome == Outcome.OK
     (args,) = [a for r in s.fake.requests for a in smoke_args(r) if a.suites[0].name != "server"]
-    assert args.concurrent and not args.beside
+    assert not args.beside
     assert "reference" not in s.stages("start")

@@ -122,7 +122,7 @@ def patched(base_env, tmp_path_factory) -> Iterator[Patched]:
 
 def test_push_verifies_and_every_suite_passes_on_the_patched_host(patched):
     assert patched.push.returncode == 0, patched.push.stderr[-3000:]
-    # the pre-restart suites ran at once, and are reported in the order the patchset names them
+    # the pre-restart suites are reported in the order the patchset names them
     pushed = [e["data"]["suite"] for e in patched.push_events
               if e["stage"] == "smoke" and e["event"] == "info" and e["data"]]  # fmt: skip
     assert pushed == ALL_SUITES[:-1]

@@ -9,8 +9,8 @@ is never imported by a suite that runs as root. Out of band: a suite writes its 
 the file named by $DDTREE_SMOKE_RESULT (_suite.py), so whatever a host's python prints on
 stdout (a .pth, a sitecustomize, a login banner: text without a newline would glue onto a
 result line) changes nothing; it is quoted, cleaned and bounded, when a suite gives no
-result. Concurrent (SmokeArgs.concurrent): one process per suite, all at once; each still
-has its own dir, time limit and result file, and the results keep the order asked for.
+result. The suites run one after another; a `beside` suite (SmokeArgs.beside) runs at the
+same time in a process of its own, with its own dir, time limit and result file.
 """
 
 import json
@@ -41,12 +41,12 @@ def op_smoke(ctx, args):
     file); return SmokeResult, its suites in the order given.
 
     Scripts and support modules are written to a fresh private dir inside the state dir
-    (main.py checked it is this user's alone), removed afterwards. With args.concurrent
-    every suite runs at once, one process each (run_suites). Raises OpFailed(smoke_failed)
-    with every suite's result when one neither passed nor skipped, and when there is no
-    suite at all (a request that checks nothing proves nothing); the `beside` suites never
-    fail it (SmokeResult.beside says how they ended). Raises OpFailed(bad_args) when two
-    suites of one name have different sources (one script file each name).
+    (main.py checked it is this user's alone), removed afterwards. The `beside` suites run
+    while the others do (run_suites) and never fail this op (SmokeResult.beside says how
+    they ended). Raises OpFailed(smoke_failed) with every suite's result when one neither
+    passed nor skipped, and when there is no suite at all (a request that checks nothing
+    proves nothing). Raises OpFailed(bad_args) when two suites of one name have different
+    sources (one script file each name).
     """
     if not args.suites:
         message = "smoke failed: no suites to run (the request named none)"
@@ -63,24 +63,26 @@ def op_smoke(ctx, args):
             write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
         for name, source in scripts.items():
             write_atomic(os.path.join(work, "%s.py" % name), source.encode(), 0o600)
-        ran = run_suites(work, everything, args.concurrent)
+        mine, beside = run_suites(work, args.suites, args.beside)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    mine, beside = ran[: len(args.suites)], ran[len(args.suites) :]
-    entry = _beside_entry(beside, args.concurrent) if beside else None
+    entry = _beside_entry(beside) if beside else None
     return _judged([result for result, _ in mine], entry)
 
 
-def run_suites(work, suites, concurrent):
-    """Run each suite (its script already in `work`); return [(result, wall_s)] in the
-    order of `suites`: one process per suite, all at once when `concurrent` (a thread
-    waits on each), else one after another."""
-    if not concurrent or len(suites) < 2:
-        return [_run_suite(work, suite) for suite in suites]
+def run_suites(work, suites, beside=()):
+    """Run each suite (its script already in `work`): `suites` one after another and,
+    at the same time, each `beside` suite in a process of its own (a thread waits on each);
+    return ([(result, wall_s)] of `suites`, the same of `beside`), each in the order given.
+    """
+    if not beside:
+        return [_run_suite(work, suite) for suite in suites], []
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=len(suites)) as pool:
-        return list(pool.map(lambda suite: _run_suite(work, suite), suites))
+    with ThreadPoolExecutor(max_workers=len(beside)) as pool:
+        aside = [pool.submit(_run_suite, work, suite) for suite in beside]
+        mine = [_run_suite(work, suite) for suite in suites]
+        return mine, [future.result() for future in aside]
 
 
 def _judged(results, beside=None):
@@ -94,12 +96,11 @@ def _judged(results, beside=None):
     return outcome
 
 
-def _beside_entry(ran, concurrent):
+def _beside_entry(ran):
     """The entry a smoke op of just these suites answers (entries.run_entry: ok, or
-    failed with smoke_failed), its duration their wall time (run at once, or in turn)."""
+    failed with smoke_failed), its duration their wall time (they ran at once)."""
     entry, _output = run_entry(OpName.SMOKE, lambda: _judged([result for result, _ in ran]))
-    walls_s = [wall_s for _, wall_s in ran]
-    entry["duration_s"] = round(max(walls_s) if concurrent else sum(walls_s), 4)
+    entry["duration_s"] = round(max(wall_s for _, wall_s in ran), 4)
     return entry
 
 

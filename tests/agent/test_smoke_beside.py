@@ -1,11 +1,11 @@
-"""The smoke op runs its suites at once (SmokeArgs.concurrent), one process each, and
-answers in the order asked; `beside` suites run with them and come back as the answer a
-smoke op of their own would give, never failing this one. The real agent bundle on a temp
-host (tests/agent/conftest.py), suites that are small stdlib scripts.
+"""The smoke op runs its suites one after another and, at the same time, its `beside`
+suites (SmokeArgs.beside), one process each: those come back as the answer a smoke op of
+their own would give and never fail this one. The real agent bundle on a temp host
+(tests/agent/conftest.py), suites that are small stdlib scripts.
 
-Concurrency is proved without timing: the suites meet (each leaves a marker and waits for
-the others' before it passes). A suite alone gives up after `patience_s` and fails, which is
-what the one-after-another negative control shows.
+Running at the same time is proved without timing: the suites meet (each leaves a marker
+and waits for the others' before it passes). A suite alone gives up after `patience_s` and
+fails, which is what the negative controls show.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ddtree_deploy.agent.host.wire import Code
 from ddtree_deploy.agent.host.wire_results import SmokeResult
 
 # Leaves `meet/<suite>`, waits for `meet/<name>` of every name in `wait_for` (at most
-# patience_s), leaves `meet/<suite>.done` once it has written its result.
+# patience_s), passes when every one came (and not `fail`).
 MEET = textwrap.dedent(
     """\
     import json, os, sys, time
@@ -36,7 +36,6 @@ MEET = textwrap.dedent(
     check = {"name": "met", "passed": passed, "detail": "met %s of %s" % (met, waiting)}
     with open(os.environ["DDTREE_SMOKE_RESULT"], "w") as fh:
         json.dump({"passed": passed, "checks": [check]}, fh)
-    open(os.path.join(meet, me + ".done"), "w").close()
     """
 )
 
@@ -46,52 +45,26 @@ def suite(name: str, meet, wait_for, patience_s: float = 60, **more) -> wire.Smo
     return wire.SmokeSuite(name=name, source=MEET, input={**data, **more}, timeout_s=120)
 
 
-def smoke(*suites: wire.SmokeSuite, concurrent=True, beside=()) -> Op:
-    return Op.of(wire.SmokeArgs(suites=list(suites), concurrent=concurrent, beside=list(beside)))
+def smoke(*suites: wire.SmokeSuite, beside=()) -> Op:
+    return Op.of(wire.SmokeArgs(suites=list(suites), beside=list(beside)))
 
 
-def test_suites_run_at_once_and_answer_in_the_order_asked(fake_host, tmp_path):
-    names = ["integrity", "compile", "imports", "ddtree", "gpu"]
-    # the first suite named also waits for every other one to finish: it ends last
-    first = suite(names[0], tmp_path, [*names, *(f"{n}.done" for n in names[1:])])
-    rest = [suite(n, tmp_path, names) for n in names[1:]]
-    answer = fake_host.call_ops(smoke(first, *rest))
-    assert answer.ok, answer
-    result = answer.result_as("smoke", SmokeResult)
-    assert [r["suite"] for r in result.suites] == names
-    assert all(r["passed"] for r in result.suites)
-    assert result.beside is None and "beside" not in answer.results[0].data
-
-
-def test_one_after_another_they_never_meet(fake_host, tmp_path):
-    """The negative control: not concurrent, the first suite waits alone and fails."""
+def test_the_suites_run_one_after_another_in_the_order_asked(fake_host, tmp_path):
+    """The negative control of running at once: two suites never meet, the first fails."""
     names = ["a", "b"]
-    answer = fake_host.call_ops(
-        smoke(*(suite(n, tmp_path, names, patience_s=1) for n in names), concurrent=False)
-    )
+    answer = fake_host.call_ops(smoke(*(suite(n, tmp_path, names, patience_s=1) for n in names)))
     assert answer.failed is not None and answer.failed.code == Code.SMOKE_FAILED
     assert answer.failed.error.startswith("smoke failed: a: met: met [] of ['b']")
     result = SmokeResult.from_dict(answer.failed.data)
     assert [(r["suite"], r["passed"]) for r in result.suites] == [("a", False), ("b", True)]
+    assert result.beside is None and "beside" not in answer.failed.data
 
 
-def test_a_failing_suite_still_fails_the_op_with_every_result_in_order(fake_host, tmp_path):
-    names = ["integrity", "imports", "ddtree"]
-    suites = [suite(n, tmp_path, names, fail=n == "imports") for n in names]
-    answer = fake_host.call_ops(smoke(*suites))
-    failed = answer.failed
-    assert failed is not None and failed.code == Code.SMOKE_FAILED
-    assert failed.error.startswith("smoke failed: imports: met: met ['integrity', 'ddtree']")
-    result = SmokeResult.from_dict(failed.data)
-    assert [(r["suite"], r["passed"]) for r in result.suites] == [
-        ("integrity", True), ("imports", False), ("ddtree", True),
-    ]  # fmt: skip
-
-
-def test_a_suite_beside_runs_with_them_and_answers_as_its_own_op(fake_host, tmp_path):
-    names = ["imports", "ddtree", "server"]
-    mine = [suite(n, tmp_path, names) for n in names[:2]]
-    answer = fake_host.call_ops(smoke(*mine, beside=[suite("server", tmp_path, names)]))
+def test_a_suite_beside_runs_with_each_of_them_and_answers_as_its_own_op(fake_host, tmp_path):
+    # the suite beside meets the first suite and the last: it runs the whole time
+    first, last = suite("imports", tmp_path, ["imports", "server"]), suite("ddtree", tmp_path, [])
+    beside = suite("server", tmp_path, ["imports", "ddtree"])
+    answer = fake_host.call_ops(smoke(first, last, beside=[beside]))
     assert answer.ok, answer
     result = answer.result_as("smoke", SmokeResult)
     assert [r["suite"] for r in result.suites] == ["imports", "ddtree"]  # not the beside one
@@ -131,11 +104,11 @@ def test_two_suites_of_one_name_must_be_one_script(fake_host, tmp_path):
     assert alike.ok and alike.result_as("smoke", SmokeResult).beside["ok"]
 
 
-def test_the_oldest_host_python_runs_them_at_once_too(oldest_host, tmp_path):
-    names = ["a", "b", "c"]
+def test_the_oldest_host_python_runs_a_suite_beside_too(oldest_host, tmp_path):
+    names = ["a", "c"]
     answer = oldest_host.call_ops(
-        smoke(*(suite(n, tmp_path, names) for n in names[:2]), beside=[suite("c", tmp_path, names)])
+        smoke(suite("a", tmp_path, names), beside=[suite("c", tmp_path, names)])
     )
     assert answer.ok, answer
     result = answer.result_as("smoke", SmokeResult)
-    assert [r["suite"] for r in result.suites] == ["a", "b"] and result.beside["ok"]
+    assert [r["suite"] for r in result.suites] == ["a"] and result.beside["ok"]
