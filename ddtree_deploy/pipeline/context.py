@@ -93,7 +93,12 @@ class HostRun:
         transport's keepalive watch, transport/alive.py), under the stage waiting on it."""
         self.recorder.info(self.stage_now, message, dict(data))
 
-    def call(self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()) -> AgentResponse:
+    def call(
+        self,
+        steps: Sequence[Step],
+        judged: frozenset[Stage] = frozenset(),
+        answered: AgentResponse | None = None,
+    ) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.
 
         The first stage starts when the request is sent. A later stage of the same request
@@ -101,13 +106,16 @@ class HostRun:
         a stage whose ops were never reached (an earlier op failed) gets no event at all.
         A stage in `judged` whose ops succeeded gets no `ok`: the caller judges what they
         returned and ends the stage itself (the serving gate compares on the controller).
+        `answered`: the host's answer to `steps` already in hand (their ops ran beside an
+        earlier request's, e.g. the reference beside smoke): nothing is sent, the events
+        are the same.
         """
         stages = list(dict.fromkeys(stage for stage, _ in steps))
         self.stage_now = stages[0]
         self.recorder.start(stages[0])
         request = AgentRequest(state_dir=self.host.state_dir, ops=[op for _, op in steps])
         try:
-            response = self.transport.call(request)
+            response = self.transport.call(request) if answered is None else answered
         except TransportError as exc:
             self.recorder.fail(stages[0], str(exc))
             raise

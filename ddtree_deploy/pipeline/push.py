@@ -26,7 +26,7 @@ from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.gate_plan import plan_gate
 from ddtree_deploy.stages.prepared import check_smoke_sources
-from ddtree_deploy.stages.smoke_results import describe_suite, suite_results
+from ddtree_deploy.stages.smoke_results import beside_answer, describe_suite, suite_results
 
 
 class OnFail(StrEnum):
@@ -175,6 +175,8 @@ class Changes:
 
     The serving gate's stages are judged here, on the controller: a baseline that cannot
     be compared against, or a failed comparison, fails its request like a failed op.
+    `answered`: a later request's answer that came with an earlier one (the reference,
+    recorded beside the smoke suites), reported when that request's turn comes.
     """
 
     push: PushSteps
@@ -182,6 +184,7 @@ class Changes:
     traffic: Traffic | None = None
     sent: list[Stage] = field(default_factory=list)
     suites: list[dict[str, Any]] = field(default_factory=list)
+    answered: dict[Stage, AgentResponse] = field(default_factory=dict)
 
     @classmethod
     def of(cls, push: PushSteps) -> Changes:
@@ -208,7 +211,8 @@ class Changes:
                 return self.rollback(why)
         self.sent += [stage for stage, _ in steps]
         try:
-            response = run.call(steps, judged=_GATE_STAGES)
+            answered = self.answered.pop(steps[0][0], None)
+            response = run.call(steps, judged=_GATE_STAGES, answered=answered)
         except TransportError as exc:
             return roll_back_lost(push, exc, steps[0][0], self.restarted, self.gate, self.traffic)
         gate = self.gate
@@ -222,12 +226,19 @@ class Changes:
             return None  # verify says what it lacked
         self.suites += report_suites(run, steps, response)  # failed suites too: they say why
         if response.ok:
+            self.keep_beside(steps, response)
             return None
         if request.on_fail == OnFail.UNTOUCHED:
             run.release_lock()
             message = f"{_error(response)}; site-packages untouched"
             return run.result(Outcome.ROLLED_BACK, message, deploy_id=push.deploy_id)
         return roll_back_push(push, response, self.restarted, gate, traffic=self.traffic)
+
+    def keep_beside(self, steps: list[Step], response: AgentResponse) -> None:
+        """Keep the reference's answer that the smoke op carries, for the reference stage."""
+        for (stage, _), result in zip(steps, response.results, strict=False):
+            if stage == Stage.SMOKE and (answer := beside_answer(result)) is not None:
+                self.answered[Stage.REFERENCE] = answer
 
     def rollback(self, reason: str, response: AgentResponse | None = None) -> HostResult:
         """Restore the backup because of `reason` (no op of this host failed)."""
