@@ -13,7 +13,12 @@ connect, round trips, wind-down). *Old server serving*: **yes** for every stage 
 restart (the old code still answers traffic), **no (down)** for drain/restart/health,
 **no (new server)** from verify on. Rows pool every host of every run; spread is min–max;
 share is the median over the median total. CPU servers on a shared 2-core machine: read the
-shares and the old-serves/down/new split, not the absolute seconds."""
+shares and the old-serves/down/new split, not the absolute seconds. The reference (the
+`server` suite recording the old server) runs beside the pre-restart suites: its row overlaps
+smoke's and is not subtracted from the wall. `--v-serial` also pushes by the serial path
+before that cut (bench only, `DDTREE_DEPLOY_BENCH_REFERENCE_APART=1`: the reference a request
+of its own after the suites), back to back with each run in alternating order: the cut table
+gives medians of both sides and of the per-pair savings, with the savings' spread."""
 
 
 def _fmt_s(value: float) -> str:
@@ -49,6 +54,22 @@ def render_suite_rows(rows: list[dict]) -> list[str]:
     return lines
 
 
+def render_cut_rows(rows: list[dict]) -> list[str]:
+    """The paired before/after table: stage, both medians, the median saving and its spread."""
+    lines = [
+        "| stage | reference apart (before) median s | beside smoke (after) median s "
+        "| saved, median of pairs s | saved spread (min–max) s |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['stage']} | {_fmt_s(row['before_s'])} | {_fmt_s(row['after_s'])} | "
+            f"{_fmt_s(row['saved_s'])} | {_fmt_s(row['saved_min_s'])}–"
+            f"{_fmt_s(row['saved_max_s'])} |"
+        )
+    return lines
+
+
 def render_verified(v: dict | None) -> list[str]:
     """The whole V section; a line saying it was not run when results have no V."""
     lines = ["## V: time to a verified server (every gate, real sglang servers)", ""]
@@ -71,10 +92,19 @@ def render_verified(v: dict | None) -> list[str]:
     ]
     if v.get("suites"):
         lines += [
-            "Inside those stages, each suite is one process on the host, run one after another"
-            " (a suite's own time; the rest of its stage is process starts and the agent):",
+            "Inside those stages, each suite is one process on the host (a suite's own time;"
+            " smoke's one after another, the reference's beside them):",
             "",
             *render_suite_rows(v["suites"]),
+            "",
+        ]
+    if v.get("cut"):
+        runs = v["cut"][0]["runs"]
+        lines += [
+            f"The reference cut, {runs} interleaved pair(s) of pushes (the serial path before "
+            "it, then the push as it is, alternating which goes first):",
+            "",
+            *render_cut_rows(v["cut"]),
             "",
         ]
     lines += [

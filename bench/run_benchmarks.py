@@ -11,7 +11,8 @@ after a failed health gate), D (re-push, no changes), I (the `imports` suite vs 
 importing every patched module), profile, builder (bench/bench_ddtree_builder.py) and
 builder-ref (the builder vs the reference's algorithm, when that bench module exists;
 `--builder-ref-rounds`, 201) and V (time to a verified server: every gate on real sglang
-servers, its own sandbox; `--v-hosts` 1, `--v-runs` 3; scenario_verified.py). Only the host
+servers, its own sandbox; `--v-hosts` 1, `--v-runs` 3, `--v-serial` for the paired
+before/after of the reference cut; scenario_verified.py). Only the host
 scenarios start the sandbox hosts.
 
 Every comparison is interleaved: each run takes every contender once, back to back (ours,
@@ -312,6 +313,11 @@ def main() -> int:
     parser.add_argument("--v-hosts", type=int, default=1, help="V: real sglang hosts")
     parser.add_argument("--v-runs", type=int, default=3, help="V: pushes with every gate")
     parser.add_argument(
+        "--v-serial", action="store_true",
+        help="V: each run also pushes with the reference as its own request, the path before "
+        "it ran beside the smoke suites (bench only), interleaved, for the paired table",
+    )  # fmt: skip
+    parser.add_argument(
         "--builder-ref-rounds",
         type=int,
         default=201,
@@ -338,7 +344,9 @@ def main() -> int:
         builder_rows(args.builder_ref_rounds, out)
     if "V" in wanted:  # its own sandbox of real sglang servers, after the bench hosts stopped
         try:
-            scenario_verified(args.workdir / "verified", args.v_hosts, args.v_runs, out)
+            scenario_verified(
+                args.workdir / "verified", args.v_hosts, args.v_runs, out, args.v_serial
+            )
         except RuntimeError as exc:  # a failed push: the report says so, the rest is kept
             out["V"] = {"why": f"a push failed ({str(exc).splitlines()[0]})"}
             log(f"V failed: {exc}")

@@ -27,6 +27,7 @@ OLD_SERVES, DOWN, NEW_SERVES = "yes", "no (down)", "no (new server)"
 _DOWN_STAGES = {Stage.DRAIN.value, Stage.RESTART.value, Stage.HEALTH.value}
 UNACCOUNTED = "unaccounted (start-up, connect, round trips, wind-down)"
 TOTAL = "total (push wall)"
+OLD_PHASE = "before the restart, end to end (old server serving)"
 
 
 def serving_during(stage: str) -> str:
@@ -52,13 +53,18 @@ def stage_seconds(events: Iterable[dict], host: str) -> dict[str, float]:
     return {stage: found[stage] for stage in PUSH_ORDER if stage in found}
 
 
-def run_breakdown(events: list[dict], host: str, wall_s: float) -> dict[str, float]:
+def run_breakdown(
+    events: list[dict], host: str, wall_s: float, overlapped: Iterable[str] = ()
+) -> dict[str, float]:
     """One run's breakdown: stage -> seconds, then UNACCOUNTED (wall minus the stages,
-    never below 0) and TOTAL (the push's wall as the bench measured it)."""
+    never below 0) and TOTAL (the push's wall as the bench measured it). `overlapped`:
+    stages that ran inside another one's time (the reference beside smoke's suites): shown,
+    not subtracted from the wall."""
     stages = stage_seconds(events, host)
     if not stages:
         raise ValueError(f"{host}: the push reported no stage")
-    return {**stages, UNACCOUNTED: max(0.0, wall_s - sum(stages.values())), TOTAL: wall_s}
+    counted_s = sum(s for stage, s in stages.items() if stage not in set(overlapped))
+    return {**stages, UNACCOUNTED: max(0.0, wall_s - counted_s), TOTAL: wall_s}
 
 
 def summarise_breakdowns(runs: list[dict[str, float]]) -> list[dict]:
@@ -88,7 +94,8 @@ def summarise_breakdowns(runs: list[dict[str, float]]) -> list[dict]:
 def suite_seconds(events: Iterable[dict], host: str) -> dict[str, float]:
     """`stage: suite` -> seconds for one host, from the suites' info lines (data.suite,
     data.duration_s; a skipped suite that reports none counts 0): inside smoke, reference
-    and verify, each suite is one process on the host, run one after another."""
+    and verify, each suite is one process on the host (smoke's one after another, the
+    reference's beside them; after them on the serial path before the cut)."""
     found: dict[str, float] = {}
     for event in events:
         data = event.get("data") or {}
@@ -118,11 +125,54 @@ def summarise_suites(runs: list[dict[str, float]]) -> list[dict]:
     return rows
 
 
-def phase_totals(rows: list[dict]) -> dict[str, float]:
+def phase_totals(rows: list[dict], overlapped: Iterable[str] = ()) -> dict[str, float]:
     """Median seconds by what serves meanwhile (OLD_SERVES, DOWN, NEW_SERVES): the time a
-    push spends before the old server goes away, the downtime and the verifying after."""
+    push spends before the old server goes away, the downtime and the verifying after
+    (`overlapped` stages ran inside another one's time: not added)."""
     totals = {OLD_SERVES: 0.0, DOWN: 0.0, NEW_SERVES: 0.0}
+    skip = set(overlapped)
     for row in rows:
-        if row["serving"] in totals:
+        if row["serving"] in totals and row["stage"] not in skip:
             totals[row["serving"]] += row["median_s"]
     return {k: round(v, 3) for k, v in totals.items()}
+
+
+def old_phase_s(breakdown: dict[str, float], overlapped: Iterable[str] = ()) -> float:
+    """Seconds the stages before the restart took end to end (the old server serving):
+    their sum, less the `overlapped` ones (they ran inside another stage's time)."""
+    skip = set(overlapped)
+    return sum(
+        s for stage, s in breakdown.items()
+        if stage in PUSH_ORDER and stage not in skip and serving_during(stage) == OLD_SERVES
+    )  # fmt: skip
+
+
+def paired_cut(
+    pairs: list[tuple[dict[str, float], dict[str, float]]], overlapped: Iterable[str] = ()
+) -> list[dict]:
+    """Rows over N interleaved pairs of breakdowns (before, after): each stage either side
+    reported, then OLD_PHASE (old_phase_s; `overlapped` applies to the after side) and
+    TOTAL, as {stage, before_s, after_s, saved_s, saved_min_s, saved_max_s, runs}: medians
+    of each side and of the per-pair saving (before − after; a stage a run did not report
+    counts 0), with the savings' spread."""
+    overlapped = tuple(overlapped)
+    sides = [
+        ({**b, OLD_PHASE: old_phase_s(b)}, {**a, OLD_PHASE: old_phase_s(a, overlapped)})
+        for b, a in pairs
+    ]
+    names = [n for n in (*PUSH_ORDER, OLD_PHASE, TOTAL) if any(n in b or n in a for b, a in sides)]
+    rows = []
+    for name in names:
+        before = [b.get(name, 0.0) for b, _ in sides]
+        after = [a.get(name, 0.0) for _, a in sides]
+        saved = [x - y for x, y in zip(before, after, strict=True)]
+        rows.append({
+            "stage": name + (" (beside smoke after)" if name in overlapped else ""),
+            "before_s": round(statistics.median(before), 3),
+            "after_s": round(statistics.median(after), 3),
+            "saved_s": round(statistics.median(saved), 3),
+            "saved_min_s": round(min(saved), 3),
+            "saved_max_s": round(max(saved), 3),
+            "runs": len(pairs),
+        })  # fmt: skip
+    return rows

@@ -109,6 +109,15 @@ class OpResult(BaseModel):
         wire.WireError naming the op and the key when it does not fit."""
         return record.from_dict(self.data, f"{self.op} result")
 
+    def data_or_none(self, record: type[R]) -> R | None:
+        """`data` read as the typed record, or None when it is other data: what a reporter
+        reads where the op may also answer something else (a failure's traceback, a refusal
+        of its arguments) and there is then nothing to say."""
+        try:
+            return self.data_as(record)
+        except wire.WireError:
+            return None
+
 
 class AgentResponse(BaseModel):
     """The answer to one request: one OpResult per op run; `error` when none could run,

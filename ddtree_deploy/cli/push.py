@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Annotated
 
 import typer
@@ -36,6 +37,9 @@ from .rollout import connect_first_hosts, run_and_exit
 MIN_LOCK_TTL_S = 60.0
 MAX_LOCK_TTL_S = 7 * 24 * 3600.0
 MAX_KEEP_BACKUPS = 1000  # each backup holds the patched files: a sanity bound, not a budget
+# BENCH ONLY: "1" sends the reference as a request of its own after the suites, the path
+# before it ran beside them (bench/scenario_verified.py compares the two)
+BENCH_REFERENCE_APART_ENV = "DDTREE_DEPLOY_BENCH_REFERENCE_APART"
 
 CanaryOpt = Annotated[
     int,
@@ -163,6 +167,7 @@ def push(
         keep_backups=keep_backups,
         smoke_sources=smoke_sources,
         gate_mode=gate_mode(gate),
+        reference_apart=os.environ.get(BENCH_REFERENCE_APART_ENV) == "1",
     )
     units = tuple(
         GroupUnit(

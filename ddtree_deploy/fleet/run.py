@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ddtree_deploy.events import EventSink, HostRecorder, Stage
 from ddtree_deploy.fleet import ahead
@@ -26,7 +26,7 @@ from ddtree_deploy.fleet.policy import RolloutPolicy, Wave, plan_waves, stop_rea
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline import HostRun
 from ddtree_deploy.pipeline.group import MapEach
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.transport import Transport, open_transport
 
 HostFn = Callable[[HostRun], HostResult]
@@ -164,10 +164,9 @@ def summarise(
     """Emit the host's `summary` info event (with `become`: ok or sudo's refusal, when the
     host uses it; `group` and `members` for a member of a restart group); return the result
     with duration, wave and group stamped into its details (kept where they were set)."""
-    stamps: dict[str, Any] = {
-        "duration_s": round(duration_s, 3),
-        **({"wave": wave} if wave else {}),
-    }
+    stamps: HostDetails = {"duration_s": round(duration_s, 3)}
+    if wave:
+        stamps["wave"] = wave
     if group is not None:
         stamps["group"] = group.name
     result = dataclasses.replace(result, details={**stamps, **result.details})

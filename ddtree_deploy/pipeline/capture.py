@@ -12,7 +12,13 @@ import base64
 
 from ddtree_deploy.agent import AgentRequest, Op, OpResult, sha256_bytes
 from ddtree_deploy.agent.host.wire import Code, EditsArgs, OpName
-from ddtree_deploy.agent.host.wire_capture import CHANGED, EXTRA, MISSING, EditsResult
+from ddtree_deploy.agent.host.wire_capture import (
+    CHANGED,
+    EXTRA,
+    MISSING,
+    EditsResult,
+    VersionRefusal,
+)
 from ddtree_deploy.errors import AgentError, PatchsetError
 from ddtree_deploy.patchset.capture import Capture
 from ddtree_deploy.patchset.models import MAX_FILE_BYTES, Target
@@ -61,7 +67,8 @@ def capture_host(transport: Transport, target: Target) -> Capture:
 def refusal_message(host_name: str, target: Target, result: OpResult) -> str:
     """Return the one line saying why host `host_name` refused the edits op (pure)."""
     if result.code == Code.VERSION_MISMATCH:
-        installed = (result.data or {}).get("installed")
+        refused = result.data_or_none(VersionRefusal)
+        installed = refused.installed if refused is not None else None
         return (
             f"{host_name}: installed {target.package} is {installed}, --target is "
             f"{target.package}=={target.version}: capture from a host running "

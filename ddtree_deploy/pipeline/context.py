@@ -9,7 +9,6 @@ import secrets
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ddtree_deploy.agent import AgentRequest, AgentResponse, Op, OpResult
 from ddtree_deploy.agent.host.record import WireError
@@ -27,7 +26,7 @@ from ddtree_deploy.errors import (
 from ddtree_deploy.events import HostRecorder, Stage
 from ddtree_deploy.inventory import Host
 from ddtree_deploy.pipeline.op_reports import report_each_service, report_results
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.transport import Transport
 
@@ -94,7 +93,12 @@ class HostRun:
         transport's keepalive watch, transport/alive.py), under the stage waiting on it."""
         self.recorder.info(self.stage_now, message, dict(data))
 
-    def call(self, steps: Sequence[Step], judged: frozenset[Stage] = frozenset()) -> AgentResponse:
+    def call(
+        self,
+        steps: Sequence[Step],
+        judged: frozenset[Stage] = frozenset(),
+        answered: AgentResponse | None = None,
+    ) -> AgentResponse:
         """Send `steps` as one request; emit each stage's events; re-raise TransportError.
 
         The first stage starts when the request is sent. A later stage of the same request
@@ -102,13 +106,16 @@ class HostRun:
         a stage whose ops were never reached (an earlier op failed) gets no event at all.
         A stage in `judged` whose ops succeeded gets no `ok`: the caller judges what they
         returned and ends the stage itself (the serving gate compares on the controller).
+        `answered`: the host's answer to `steps` already in hand (their ops ran beside an
+        earlier request's, e.g. the reference beside smoke): nothing is sent, the events
+        are the same.
         """
         stages = list(dict.fromkeys(stage for stage, _ in steps))
         self.stage_now = stages[0]
         self.recorder.start(stages[0])
         request = AgentRequest(state_dir=self.host.state_dir, ops=[op for _, op in steps])
         try:
-            response = self.transport.call(request)
+            response = self.transport.call(request) if answered is None else answered
         except TransportError as exc:
             self.recorder.fail(stages[0], str(exc))
             raise
@@ -189,16 +196,26 @@ class HostRun:
         response = self.try_call([(Stage.UNLOCK, ops.unlock_op(self.run_id))])
         return response is not None and response.ok
 
-    def result(self, outcome: Outcome, message: str = "", **kw: Any) -> HostResult:
+    def result(
+        self,
+        outcome: Outcome,
+        message: str = "",
+        *,
+        deploy_id: str | None = None,
+        version_now: str | None = None,
+        details: HostDetails | None = None,
+    ) -> HostResult:
         """Return this host's result, carrying every stage it finished so far."""
         if self.warnings:  # the summary shows them beside the message (report.summary)
-            kw["details"] = {**(kw.get("details") or {}), "warnings": list(self.warnings)}
+            details = {**(details or HostDetails()), "warnings": list(self.warnings)}
         return HostResult(
             host=self.host.name,
             outcome=outcome,
             message=message,
+            deploy_id=deploy_id,
+            version_now=version_now,
+            details=HostDetails() if details is None else details,
             records=self.recorder.records,
-            **kw,
         )
 
 

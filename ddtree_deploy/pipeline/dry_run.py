@@ -17,12 +17,13 @@ from typing import Any
 from ddtree_deploy.agent import OpResult
 from ddtree_deploy.agent.host.pure import split_backups
 from ddtree_deploy.agent.host.wire import JournalState, OpName
+from ddtree_deploy.agent.host.wire_outcomes import DriftResult
 from ddtree_deploy.agent.host.wire_results import Facts, JournalEntry
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.status import describe_hand_edits, live_holder
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
 FILES_NAMED = 5  # a message names this many files, then says how many more
@@ -88,7 +89,7 @@ def plan_prune_host(run: HostRun, keep: int) -> HostResult:
         str(d["deploy_id"]) for d in facts.pending if d.get("state") == JournalState.INSTALLING
     }
     removed, kept = split_backups(ids, installing, keep)
-    details = {"dry_run": True, "removed": removed, "kept": kept}
+    details: HostDetails = {"dry_run": True, "removed": removed, "kept": kept}
     holder = live_holder(facts.lock)
     if holder is not None:
         return _locked(run, "backups prune", holder, "", details)
@@ -112,50 +113,55 @@ def _plan_restore(
     refuse it (or, with `force`, be saved beside it first). `answers` may hold the drift
     op's read of another deploy (the one the host should be at): then `target` is read."""
     read = _drift_answer(answers)
-    if read.get("deploy_id") != target:
+    if read.deploy_id != target:
         asked = run.ask([(Stage.PREFLIGHT, ops.drift_op(target))])
         if isinstance(asked, HostResult):
             return asked
         read = _drift_answer(tuple(asked.results))
     backup: Mapping[str, Any] = next((b for b in facts.backups if b.get("deploy_id") == target), {})
-    files = [str(f) for f in read.get("files") or []]
-    drift = read.get("drift") or []
-    details: dict[str, Any] = {
+    files, drift = read.files, read.drift
+    details: HostDetails = {
         "dry_run": True,
         "deploy_id": target,
         "patchset": backup.get("patchset"),
         "created": backup.get("created"),
         "files": files,
         "drift": drift,
-        "unchecked": read.get("unchecked") or [],
+        "unchecked": read.unchecked,
     }
-    if read.get("error"):
-        message = f"{command} would fail: {read['error']}"
+    if read.error:
+        message = f"{command} would fail: {read.error}"
         return run.result(Outcome.NEEDS_ATTENTION, message, deploy_id=target, details=details)
     if drift and not force:
-        edits = describe_hand_edits({"deploy_id": target, "drift": drift})
+        edits = describe_hand_edits(target, drift)
         message = f"{command} would be refused: {edits}; --force saves them beside the backup"
         return run.result(Outcome.REFUSED, message, deploy_id=target, details=details)
     made = f" ({backup['patchset']})" if backup.get("patchset") else ""
     message = f"would restore backup {target}{made}: {len(files)} file(s): {_named(files)}"
     if drift:
-        saved = ", ".join(str(d.get("file")) for d in drift)
+        saved = ", ".join(d["file"] for d in drift)
         message += f"; would first save hand-edited {saved} beside the backup"
     if restart:
         message += "; then restart the service and check its health"
     return run.result(Outcome.OK, message, deploy_id=target, details=details)
 
 
-def _drift_answer(answers: tuple[OpResult, ...]) -> dict[str, Any]:
-    """The drift op's answer among `answers` ({} without a readable one)."""
+def _drift_answer(answers: tuple[OpResult, ...]) -> DriftResult:
+    """The drift op's answer among `answers`; one of no deploy without a readable one (with
+    the error when the op failed)."""
     for answer in answers:
         if answer.op != OpName.DRIFT:
             continue
         if not answer.ok:
-            return {"error": answer.error or "the backup could not be read"}
-        if isinstance(answer.data, dict):
-            return answer.data
-    return {}
+            return _no_drift(answer.error or "the backup could not be read")
+        if (found := answer.data_or_none(DriftResult)) is not None:
+            return found
+    return _no_drift(None)
+
+
+def _no_drift(error: str | None) -> DriftResult:
+    """A drift answer about no deploy: nothing found, with why when the op failed."""
+    return DriftResult(None, drift=[], unchecked=[], error=error, files=[])
 
 
 def _held_by(facts: Facts, pending: JournalEntry) -> bool:
@@ -165,7 +171,7 @@ def _held_by(facts: Facts, pending: JournalEntry) -> bool:
 
 
 def _locked(
-    run: HostRun, command: str, holder: str, hint: str, details: dict[str, Any] | None = None
+    run: HostRun, command: str, holder: str, hint: str, details: HostDetails | None = None
 ) -> HostResult:
     """LOCKED: a live run holds the host, so `command` would be refused."""
     message = f"{command} would be refused: host locked by {holder}{hint}"

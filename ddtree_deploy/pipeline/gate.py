@@ -27,7 +27,7 @@ from ddtree_deploy.pipeline.push_gate import (
     report_checks,
     unusable,
 )
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages.gate_plan import AFTER_FILE, backup_file, gate_op, plan_gate
 
@@ -112,7 +112,7 @@ def gate_host(run: HostRun, prepared: PreparedPatchset | None, opts: GateOptions
     checks = recheck_speed(run, settings, baseline, checks, Stage.CANARY)
     checks = report_checks(run, Stage.CANARY, checks)
     broken = describe_failures(checks)
-    details = {
+    details: HostDetails = {
         "gate": {
             "baseline": describe_measurement(baseline),
             "checks": [c.to_dict() for c in checks],

@@ -25,10 +25,12 @@ from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.push import PUSH_REQUESTS, Changes, begin_push, report_suites
+from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_rollback import finish_rollback
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.select import pick_patchset
+from ddtree_deploy.pipeline.traffic import Traffic
 from ddtree_deploy.results import HostResult, Outcome
 from ddtree_deploy.stages import PatchsetChoice, PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
@@ -45,6 +47,10 @@ class MapEach(Protocol):
 
 
 GroupFn = Callable[[list[HostRun], MapEach], list[HostResult]]
+# A member's rollback epilogue: its serving gate and traffic (the leader's, in a push)
+RollbackEnd = tuple[PushGate | None, Traffic | None]
+_NO_ENDS: list[RollbackEnd] = [(None, None)]
+_RESTORED = (Outcome.ROLLED_BACK, Outcome.OK, Outcome.NO_CHANGES)  # files as they were
 
 _RESTART_AT = next(i for i, r in enumerate(PUSH_REQUESTS) if Stage.RESTART in r.stages)
 PHASE_1 = PUSH_REQUESTS[1:_RESTART_AT]  # backup .. reference
@@ -235,10 +241,12 @@ class Members:
         return results
 
     def roll_back_all(self, changes: list[Changes], why: str) -> list[HostResult]:
-        """Phase 2 failed: restore every member's files, restart the group on the old code,
-        release the locks, then each member's `finish_rollback` (the leader's baseline
-        confirmed, its drained servers put back); ROLLED_BACK, or NEEDS_ATTENTION for all
-        if the old group does not come back."""
+        """Phase 2 failed: restore every member's files (each keeps its lock), then
+        `finish_restore`: the group restarted on the old code, the locks released, each
+        member's `finish_rollback` (the leader carries the group's gate and drain: its
+        baseline confirmed once the whole group is back on the old code, its drained
+        servers put back); ROLLED_BACK, or NEEDS_ATTENTION if the old group does not
+        come back."""
         reason = f"restart group {self.group.name}: {why}"
         for run in self.runs:  # fresh connections: the failure may have been a cut one
             run.transport.close()
@@ -249,22 +257,43 @@ class Members:
                 force=True, holder=changes[i].push.opts.holder,
             )
         )  # fmt: skip
-        back = self.restart_all()
+        worded = [
+            dataclasses.replace(r, message=f"{reason}; rolled back{saved_note(r)}")
+            if r.outcome == Outcome.ROLLED_BACK
+            else r
+            for r in restored
+        ]
+        ends = [(c.gate, c.traffic) for c in changes]
+        return self.finish_restore(worded, True, ends, reason)
+
+    def finish_restore(
+        self,
+        restored: list[HostResult],
+        restart: bool,
+        ends: Sequence[RollbackEnd] | None = None,
+        reason: str = "",
+    ) -> list[HostResult]:
+        """The one end of every undo of a group (a push's phase 2, `rollback -g`,
+        `recover -g`, the fleet's undo), after each member's files were restored while it
+        held its lock: the group restarted as one on the old code (when `restart`), only
+        then every lock released (no other run may change a member mid-restart), then each
+        member's `finish_rollback` with its (gate, traffic) from `ends` (None: none).
+
+        A member restored (ROLLED_BACK, OK, NO_CHANGES) in a group that did not restart
+        needs attention: `[REASON; ]files restored, but the group did not restart: WHY`.
+        """
+        why = self.restart_all() if restart else None
         for run in self.runs:
             run.release_lock()
-        healthy = back is None and all(r.outcome == Outcome.ROLLED_BACK for r in restored)
+        healthy = why is None and all(r.outcome in _RESTORED for r in restored)
         results = []
-        for result, change in zip(restored, changes, strict=True):
-            if result.outcome == Outcome.ROLLED_BACK and back is not None:
-                message = f"{reason}; files restored, but the group did not restart: {back}"
+        for result, (gate, traffic) in zip(restored, ends or _NO_ENDS * len(restored), strict=True):
+            if result.outcome in _RESTORED and why is not None:
+                said = f"files restored, but the group did not restart: {why}"
+                message = f"{reason}; {said}" if reason else said
                 result = dataclasses.replace(result, outcome=Outcome.NEEDS_ATTENTION,
                                              message=message)  # fmt: skip
-            elif result.outcome == Outcome.ROLLED_BACK:
-                message = f"{reason}; rolled back{saved_note(result)}"
-                result = dataclasses.replace(result, message=message)
-            # the leader carries the group's gate and drain: its baseline confirmed once
-            # the whole group is back on the old code
-            results.append(finish_rollback(result, True, change.gate, change.traffic, healthy))
+            results.append(finish_rollback(result, restart, gate, traffic, healthy))
         return results
 
 

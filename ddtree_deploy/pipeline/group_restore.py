@@ -1,7 +1,10 @@
 """Undoing a restart group's deploy: the fleet's undo after a stop, `rollback -g`, and
-`recover -g` after a run died mid-group. Every member's files first, then the group
-restarted as one (stop all, start in order, the leader's health), never a member alone:
-a multi-node server whose ranks restart one by one runs mixed code or hangs.
+`recover -g` after a run died mid-group. Every member's files first, each member keeping
+its lock, then the group restarted as one (stop all, start in order, the leader's health),
+never a member alone: a multi-node server whose ranks restart one by one runs mixed code
+or hangs. The end is the one a push's group rollback has (`Members.finish_restore`): the
+restart, the locks released, each member's `finish_rollback` (these commands have no
+serving gate and drain no traffic, as `rollback` and `recover` of one host have none).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ def undo_group(
     that runs the members' steps at the same time)."""
     members = Members(runs, group, each)
     undone = members.each_index(
-        lambda i: rollback_host(runs[i], holder, done[i].deploy_id, restart=False)
+        lambda i: rollback_host(runs[i], holder, done[i].deploy_id, restart=False, unlock=False)
     )
     return _restart_after(members, undone, restart=True)
 
@@ -47,7 +50,9 @@ def rollback_group(
     with hand-edited files is refused (see rollback_host; `force`) and the group is then
     not restarted. `each`: the fleet's map that runs the members' steps at the same time."""
     members = Members(runs, group, each)
-    undone = members.each(lambda run: rollback_host(run, holder, to, False, break_lock, force))
+    undone = members.each(
+        lambda run: rollback_host(run, holder, to, False, break_lock, force, unlock=False)
+    )
     return _restart_after(members, undone, restart)
 
 
@@ -85,11 +90,11 @@ def recover_group(
     def one(i: int) -> HostResult:
         run, host_facts = runs[i], facts[i]
         if host_facts.pending:
-            return recover_host(run, holder, restart=False, force=force)
+            return recover_host(run, holder, restart=False, force=force, unlock=False)
         latest = host_facts.deploys[-1] if host_facts.deploys else {}
         if latest.get("state") == JournalState.COMMITTED and latest.get("run_id") in dead_runs:
             deploy_id = latest.get("deploy_id")
-            rolled = rollback_host(run, holder, deploy_id, restart=False, force=force)
+            rolled = rollback_host(run, holder, deploy_id, restart=False, force=force, unlock=False)
             if rolled.outcome != Outcome.OK:
                 return rolled
             message = f"recovered: rolled back {deploy_id}, committed by the "
@@ -103,18 +108,12 @@ def recover_group(
 
 
 def _restart_after(members: Members, undone: list[HostResult], restart: bool) -> list[HostResult]:
-    """After every member's files were restored: restart the group (when `restart` and
-    no member failed), a group that does not come back needs attention."""
+    """After every member's files were restored (each still holding its lock): the group's
+    one end, restarting it when `restart` and no member failed (a member refused or left
+    needing attention: the others are not restarted beside it), a group that does not come
+    back needing attention."""
     done = (Outcome.OK, Outcome.NO_CHANGES)
-    if not restart or any(r.outcome not in done for r in undone):
-        return undone
-    why = members.restart_all()
-    if why is None:
-        return undone
-    message = f"files restored, but the group did not restart: {why}"
-    return [
-        dataclasses.replace(r, outcome=Outcome.NEEDS_ATTENTION, message=message) for r in undone
-    ]
+    return members.finish_restore(undone, restart and all(r.outcome in done for r in undone))
 
 
 __all__ = ["recover_group", "rollback_group", "undo_group"]

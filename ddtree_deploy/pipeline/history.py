@@ -11,7 +11,7 @@ from ddtree_deploy.agent.host.wire import OpName
 from ddtree_deploy.agent.host.wire_results import HistoryResult, JournalEntry
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
 
@@ -94,5 +94,5 @@ def history_host(run: HostRun, deploys: int) -> HostResult:
     message = f"{len(records)} of {found.deploys} deploys"
     if found.corrupt:
         message += f"; {found.corrupt} unreadable journal lines skipped"
-    details = {"history": [r.to_dict() for r in records], "deploys": found.deploys}
+    details: HostDetails = {"history": [r.to_dict() for r in records], "deploys": found.deploys}
     return run.result(Outcome.OK, message, details=details)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import describe_install, read_facts
 from ddtree_deploy.pipeline.status import describe_container
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 
 
@@ -31,7 +33,8 @@ def hosts_check(run: HostRun, prepared: PreparedPatchset | None) -> HostResult:
             message += f"; {problem}"
     if facts.container is not None:
         message = f"{message}; {describe_container(facts.container)}"
-    details = found.to_dict() | {"route": route}
+    # every key of the facts as JSON is a HostDetails key (tests/test_results.py pins it)
+    details = cast(HostDetails, found.to_dict() | {"route": route})
     if run.host.become:
         details["become"] = "ok"
     return run.result(Outcome.OK, message, details=details)

@@ -29,7 +29,7 @@ from ddtree_deploy.pipeline.image_gate import BaseImage, judge_image, measure_ba
 from ddtree_deploy.pipeline.image_serve import LAUNCH, ServeCheck, serve_and_judge
 from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.smoke import smoke_host
-from ddtree_deploy.results import Outcome
+from ddtree_deploy.results import GateDetails, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.transport.container_runtime import (
     ContainerRuntime,
@@ -82,7 +82,7 @@ class VerifyOutcome:
     image: str = ""
     image_id: str = ""
     suites: tuple[dict[str, Any], ...] = ()
-    gate: dict[str, Any] | None = None
+    gate: GateDetails | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -214,7 +214,7 @@ class _SuitesDone:
     passed: bool
     message: str
     suites: list[dict[str, Any]]
-    gate: dict[str, Any] | None = None
+    gate: GateDetails | None = None
 
 
 def verify_host(

@@ -9,20 +9,19 @@ start-up watchdog's progress) and tells the stage's recorder what it saw.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ddtree_deploy.agent import Op, OpResult
-from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import OpName
-from ddtree_deploy.agent.host.wire_outcomes import JournalAppended
+from ddtree_deploy.agent.host.wire_outcomes import (
+    HealthResult,
+    JournalAppended,
+    RestartResult,
+    ServiceFailure,
+)
 from ddtree_deploy.events import HostRecorder, Stage
 
 # (recorder, stage, result, the run's warnings): a warning goes on the host's result.
 Reporter = Callable[[HostRecorder, Stage, OpResult, list[str]], None]
-
-
-def _data(result: OpResult) -> dict[str, Any]:
-    return result.data if isinstance(result.data, dict) else {}
 
 
 def report_clean_start(
@@ -30,22 +29,26 @@ def report_clean_start(
 ) -> None:
     """The restart's clean-start check: each leftover process it ended, then (when the GPU
     was checked) one summary line."""
-    data = _data(result)
-    ended = data.get("leftovers_ended") or ()
+    restarted = result.data_or_none(RestartResult) if result.ok else None
+    if restarted is None:
+        return
+    ended = restarted.leftovers_ended or []
     for proc in ended:
         message = f"ended leftover pid {proc['pid']} ({proc['why']}): {proc['cmdline']}"
         recorder.info(stage, message, {"leftover": proc})
-    if "gpu" in data:
+    if (gpu := restarted.gpu) is not None:
         clean = f"ended {len(ended)} leftover processes" if ended else "nothing left behind"
-        summary = {"leftovers_ended": len(ended), "gpu": data["gpu"]}
-        recorder.info(stage, f"clean start: {clean}; {data['gpu']}", {"clean_start": summary})
+        summary = {"leftovers_ended": len(ended), "gpu": gpu}
+        recorder.info(stage, f"clean start: {clean}; {gpu}", {"clean_start": summary})
 
 
 def report_progress(
     recorder: HostRecorder, stage: Stage, result: OpResult, warnings: list[str]
 ) -> None:
-    """The health op's start-up watchdog: each progress line, with its time since the start."""
-    for mark in _data(result).get("progress") or ():
+    """The health op's start-up watchdog: each progress line, with its time since the start
+    (a failed health check carries the progress it saw too)."""
+    answer = result.data_or_none(HealthResult) if result.ok else result.data_or_none(ServiceFailure)
+    for mark in (answer.progress if answer is not None else None) or ():
         recorder.info(stage, f"after {mark['after_s']}s: {mark['line']}", {"progress": mark})
 
 
@@ -57,9 +60,8 @@ def report_journal(
     retries), so it becomes a warning on the result, once per run."""
     if not result.ok:
         return
-    try:
-        appended = result.data_as(JournalAppended)
-    except WireError:  # not its record: nothing to report
+    appended = result.data_or_none(JournalAppended)
+    if appended is None:  # not its record: nothing to report
         return
     if appended.rotated is not None:
         message = f"journal rotated: {appended.rotated} entries carried, the old one kept"
@@ -88,6 +90,13 @@ def report_results(
             reporter(recorder, stage, result, warnings)
 
 
+# the answers that name their service (a host may run several)
+_ANSWERS: dict[OpName, type[RestartResult | HealthResult]] = {
+    OpName.RESTART: RestartResult,
+    OpName.HEALTH: HealthResult,
+}
+
+
 def report_each_service(
     recorder: HostRecorder, steps: Sequence[tuple[Stage, Op]], results: Sequence[OpResult]
 ) -> None:
@@ -95,8 +104,8 @@ def report_each_service(
     in the order the host ran them (a stage's events gather its ops, so restart and health
     of interleaved services would otherwise lose their order)."""
     for (stage, _), result in zip(steps, results, strict=False):
-        data = _data(result)
-        if result.ok and result.op in (OpName.RESTART, OpName.HEALTH) and "service" in data:
+        answer = result.data_or_none(_ANSWERS[result.op]) if result.op in _ANSWERS else None
+        if result.ok and answer is not None and answer.service is not None:
             done = "restarted" if result.op == OpName.RESTART else "healthy"
-            name, took = data["service"], round(result.duration_s, 3)
+            name, took = answer.service, round(result.duration_s, 3)
             recorder.info(stage, f"{name}: {done} in {took}s", {"service": name, result.op: took})

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddtree_deploy.agent.host.pure import classify_file
 from ddtree_deploy.agent.host.wire_results import Facts
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
 from ddtree_deploy.pipeline.facts import describe_install, read_facts, unusable_install
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import diff_flags, redact_args
@@ -34,7 +32,7 @@ def plan_host(run: HostRun, prepared: PreparedPatchset) -> HostResult:
         return found
     facts = found.facts
     plan = plan_files(prepared, facts)
-    details: dict[str, Any] = {
+    details: HostDetails = {
         "files": plan,
         "package_version": facts.package_version,
         "install_kind": facts.install_kind,

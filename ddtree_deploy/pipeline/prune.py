@@ -6,7 +6,7 @@ from ddtree_deploy.agent.host.wire import Code, OpName
 from ddtree_deploy.agent.host.wire_outcomes import Pruned
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import op_builders as ops
 
 LOCK_TTL_S = 600.0
@@ -38,4 +38,5 @@ def prune_host(run: HostRun, holder: str, keep: int) -> HostResult:
         return run.result(Outcome.NEEDS_ATTENTION, error or "prune failed")
     pruned = response.result_as(OpName.PRUNE, Pruned) or Pruned([], [])
     message = f"removed {len(pruned.removed)} backup(s)"
-    return run.result(Outcome.OK, message, details=pruned.to_dict())
+    details: HostDetails = {"removed": list(pruned.removed), "kept": list(pruned.kept)}
+    return run.result(Outcome.OK, message, details=details)

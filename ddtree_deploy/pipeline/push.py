@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from ddtree_deploy.agent import AgentResponse, OpResult
 from ddtree_deploy.agent.host.record import WireError
@@ -21,12 +21,12 @@ from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_rollback import roll_back_lost, roll_back_push
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
 from ddtree_deploy.pipeline.traffic import Traffic
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.gate_plan import plan_gate
 from ddtree_deploy.stages.prepared import check_smoke_sources
-from ddtree_deploy.stages.smoke_results import describe_suite, suite_results
+from ddtree_deploy.stages.smoke_results import beside_answer, describe_suite, suite_results
 
 
 class OnFail(StrEnum):
@@ -164,7 +164,8 @@ def _judge_preflight(
     if dead_holder:
         message += " (that process is gone: --break-lock takes the lock over)"
     outcome = _REFUSALS.get(failed.code or "", Outcome.NEEDS_ATTENTION)
-    return run.result(outcome, message, details=failed.data or {})
+    # the refusal's data as the host sent it: {lock} when locked, {files: state} on drift
+    return run.result(outcome, message, details=cast(HostDetails, failed.data or {}))
 
 
 @dataclass
@@ -174,6 +175,8 @@ class Changes:
 
     The serving gate's stages are judged here, on the controller: a baseline that cannot
     be compared against, or a failed comparison, fails its request like a failed op.
+    `answered`: a later request's answer that came with an earlier one (the reference,
+    recorded beside the smoke suites), reported when that request's turn comes.
     """
 
     push: PushSteps
@@ -181,6 +184,7 @@ class Changes:
     traffic: Traffic | None = None
     sent: list[Stage] = field(default_factory=list)
     suites: list[dict[str, Any]] = field(default_factory=list)
+    answered: dict[Stage, AgentResponse] = field(default_factory=dict)
 
     @classmethod
     def of(cls, push: PushSteps) -> Changes:
@@ -207,7 +211,8 @@ class Changes:
                 return self.rollback(why)
         self.sent += [stage for stage, _ in steps]
         try:
-            response = run.call(steps, judged=_GATE_STAGES)
+            answered = self.answered.pop(steps[0][0], None)
+            response = run.call(steps, judged=_GATE_STAGES, answered=answered)
         except TransportError as exc:
             return roll_back_lost(push, exc, steps[0][0], self.restarted, self.gate, self.traffic)
         gate = self.gate
@@ -221,12 +226,19 @@ class Changes:
             return None  # verify says what it lacked
         self.suites += report_suites(run, steps, response)  # failed suites too: they say why
         if response.ok:
+            self.keep_beside(steps, response)
             return None
         if request.on_fail == OnFail.UNTOUCHED:
             run.release_lock()
             message = f"{_error(response)}; site-packages untouched"
             return run.result(Outcome.ROLLED_BACK, message, deploy_id=push.deploy_id)
         return roll_back_push(push, response, self.restarted, gate, traffic=self.traffic)
+
+    def keep_beside(self, steps: list[Step], response: AgentResponse) -> None:
+        """Keep the reference's answer that the smoke op carries, for the reference stage."""
+        for (stage, _), result in zip(steps, response.results, strict=False):
+            if stage == Stage.SMOKE and (answer := beside_answer(result)) is not None:
+                self.answered[Stage.REFERENCE] = answer
 
     def rollback(self, reason: str, response: AgentResponse | None = None) -> HostResult:
         """Restore the backup because of `reason` (no op of this host failed)."""
@@ -237,7 +249,7 @@ class Changes:
     def done(self) -> HostResult:
         """Every request passed: put drained servers back; the host's result."""
         push = self.push
-        details: dict[str, Any] = {"suites": self.suites}
+        details: HostDetails = {"suites": self.suites}
         if self.gate is not None:
             details["gate"] = self.gate.details()
         outcome, message = Outcome.OK, "deployed"

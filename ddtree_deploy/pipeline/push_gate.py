@@ -24,7 +24,7 @@ from ddtree_deploy.gate.compare import (
 from ddtree_deploy.gate.settings import GateSettings
 from ddtree_deploy.gate.verdict import ACTION_RANK
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.results import Outcome
+from ddtree_deploy.results import GateDetails, Outcome
 from ddtree_deploy.stages.gate_plan import backup_file, gate_op
 
 # What a rollback's replay must show again: the old server's speed, outputs and health.
@@ -163,10 +163,10 @@ class PushGate:
             return Outcome.NEEDS_ATTENTION
         return outcome
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> GateDetails:
         """What a host result carries: the baseline's line and every check (JUnit cases)."""
         baseline = describe_measurement(self.baseline) if self.baseline else None
-        details: dict[str, Any] = {
+        details: GateDetails = {
             "baseline": baseline,
             "checks": [c.to_dict() for c in self.checks],
         }

@@ -20,7 +20,7 @@ from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_steps import PushSteps
 from ddtree_deploy.pipeline.restore import restore_backup, saved_note
 from ddtree_deploy.pipeline.traffic import Traffic
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import FailedOp, HostResult, Outcome
 from ddtree_deploy.stages.smoke_results import describe_smoke_failure, suite_results
 
 
@@ -76,7 +76,7 @@ def roll_back_push(
     reason = reason or _failure_reason(response)
     result = _restore(push, restarted, reason)
     if failed is not None:
-        failure = {"op": failed.op, "code": failed.code, "data": failed.data}
+        failure: FailedOp = {"op": failed.op, "code": failed.code, "data": failed.data}
         result = dataclasses.replace(result, details={**result.details, "failure": failure})
     if result.outcome == Outcome.ROLLED_BACK:
         result = dataclasses.replace(result, message=f"{reason}; rolled back{saved_note(result)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddtree_deploy.agent import Op
+from ddtree_deploy.agent.host import wire
 from ddtree_deploy.agent.host.wire import JournalState
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
 from ddtree_deploy.events import Stage
@@ -29,6 +30,9 @@ class PushOptions:
     keep_backups: int = 5
     smoke_sources: dict[str, str] | None = None
     gate_mode: GateMode | None = None
+    # BENCH ONLY (bench/scenario_verified.py): the reference as a request of its own after
+    # the suites, as before it ran beside them (bench/NOTES.md)
+    reference_apart: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,14 @@ class PushSteps:
         prepared = self.prepared
         return (
             self.restarts and prepared.lossless is not None and "server" in prepared.after_restart
+        )
+
+    @property
+    def reference_beside_smoke(self) -> bool:
+        """Whether the reference is recorded while the pre-restart suites run (its suite
+        rides in the smoke op as `beside`; the reference stage then reports its answer)."""
+        return (
+            self.records_reference and bool(self.prepared.suites) and not self.opts.reference_apart
         )
 
     def steps(self, stages: tuple[Stage, ...]) -> list[Step]:
@@ -136,12 +148,10 @@ class PushSteps:
             case Stage.COMPILE:
                 return [ops.compile_op(site, prepared)]
             case Stage.SMOKE if prepared.suites:
-                return [ops.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)]
+                smoke = ops.smoke_op(run.host, site, prepared, sources, timeout_s, prepared.suites)
+                return [self._with_reference(smoke)]
             case Stage.REFERENCE if self.records_reference:
-                # the old server, still running: its greedy outputs, if it is plain greedy
-                server = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
-                names = ["server"]
-                return [ops.smoke_op(run.host, site, prepared, server, timeout_s, names, "record")]
+                return [self._reference_op()]
             case Stage.RESTART | Stage.HEALTH if self.restarts:
                 return [op for name, op in ops.service_ops(run.host) if name == stage]
             case Stage.VERIFY if self.restarts and prepared.after_restart:
@@ -164,6 +174,24 @@ class PushSteps:
             case Stage.PRUNE:
                 return [ops.prune_op(self.opts.keep_backups)]
         return []
+
+    def _reference_op(self) -> Op:
+        """The `server` suite in mode record: the old server, still running, gives its
+        greedy outputs (if it is plain greedy)."""
+        sources = self.opts.smoke_sources or {}
+        server = {k: v for k, v in sources.items() if k == "server" or k.endswith(".py")}
+        timeout_s = self.prepared.smoke_timeout_s
+        return ops.smoke_op(
+            self.run.host, self.site, self.prepared, server, timeout_s, ["server"], "record"
+        )
+
+    def _with_reference(self, smoke: Op) -> Op:
+        """The pre-restart smoke op with the reference's suite beside its suites when this
+        push records one (reference_beside_smoke), else `smoke` itself."""
+        if not self.reference_beside_smoke:
+            return smoke
+        reference = wire.SmokeArgs.from_dict(self._reference_op().args)
+        return Op.of(wire.SmokeArgs.from_dict(smoke.args).replace(beside=reference.suites))
 
     def skip_reason(self, stage: Stage) -> str | None:
         """Why a stage reported as skipped does not run in this push: `restart`, and the

@@ -14,13 +14,16 @@ from ddtree_deploy.stages import op_builders as ops
 LOCK_TTL_S = 3600.0
 
 
-def recover_host(run: HostRun, holder: str, restart: bool, force: bool = False) -> HostResult:
+def recover_host(
+    run: HostRun, holder: str, restart: bool, force: bool = False, unlock: bool = True
+) -> HostResult:
     """Finish what a dead run left: restore the backup of an `installing` deploy.
 
     NO_CHANGES when nothing is pending; LOCKED when a live run (not the dead one) holds
     the host; REFUSED when a file was hand-edited since (see rollback_host; `force` saves
     it beside the backup and restores anyway); OK once restored; otherwise what
-    `restore_backup` says.
+    `restore_backup` says. Without `unlock` a restored host keeps its lock for the caller
+    to release (a restart group's member, until the group restarted).
     """
     found = read_facts(run, None, Stage.PREFLIGHT)
     if isinstance(found, HostResult):
@@ -56,6 +59,7 @@ def recover_host(run: HostRun, holder: str, restart: bool, force: bool = False) 
         refuse_unsafe=True,
         force=force,
         holder=holder,
+        unlock=unlock,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result

@@ -7,7 +7,12 @@ from typing import Any
 from ddtree_deploy.agent import AgentResponse
 from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import Code, JournalState, OpName
-from ddtree_deploy.agent.host.wire_outcomes import DriftRefusal, Restored
+from ddtree_deploy.agent.host.wire_outcomes import (
+    DriftRefusal,
+    Restored,
+    RestoreFailure,
+    ServiceFailure,
+)
 from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, Step
@@ -84,7 +89,8 @@ def restore_backup(
         run.release_lock()  # refused before the first write: the host is as it was
         return run.result(Outcome.REFUSED, f"{failed.error}", deploy_id=deploy_id)
     if failed.op in (OpName.RESTORE, OpName.JOURNAL):
-        files = (failed.data or {}).get("files", {})
+        failure = failed.data_or_none(RestoreFailure)
+        files = failure.files if failure is not None else {}
         _mark_unfinished(run, deploy_id, stage, failed.error or "")
         return run.result(
             Outcome.NEEDS_ATTENTION,
@@ -105,7 +111,7 @@ def restore_backup(
         Outcome.NEEDS_ATTENTION,
         f"files restored, but the service is not healthy: {failed.error}",
         deploy_id=deploy_id,
-        details={"log": (failed.data or {}).get("log", "")},
+        details={"log": _service_log(failed.data_or_none(ServiceFailure))},
     )
 
 
@@ -113,6 +119,11 @@ def saved_note(result: HostResult) -> str:
     """`; hand-edited files saved in DIR` when a forced restore saved some, else ""."""
     saved = result.details.get("drift_saved")
     return f"; hand-edited files saved in {saved}" if saved else ""
+
+
+def _service_log(failure: ServiceFailure | None) -> str:
+    """The service's last log lines a failed restart or health check sent back, or ""."""
+    return (failure.log if failure is not None else None) or ""
 
 
 def _restored(response: AgentResponse) -> Restored | None:

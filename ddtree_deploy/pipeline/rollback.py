@@ -27,6 +27,7 @@ def rollback_host(
     restart: bool,
     break_lock: bool = False,
     force: bool = False,
+    unlock: bool = True,
 ) -> HostResult:
     """Undo the last committed deploy (or restore backup `to`), verified, service restarted.
 
@@ -34,7 +35,8 @@ def rollback_host(
     when a file was changed on the host since the deploy (a hand edit: nothing written,
     each file and its hashes named) unless `force`, which first saves those bytes beside
     the backup; LOCKED when another run holds the host; otherwise what `restore_backup`
-    says.
+    says. Without `unlock` a restored host keeps its lock for the caller to release (a
+    restart group's member, until the group restarted).
     """
     lock_op = ops.lock_op(
         run.run_id,
@@ -66,6 +68,7 @@ def rollback_host(
         refuse_unsafe=True,
         force=force,
         holder=holder,
+        unlock=unlock,
     )
     if result.outcome != Outcome.ROLLED_BACK:
         return result

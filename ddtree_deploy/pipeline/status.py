@@ -9,13 +9,13 @@ from ddtree_deploy.agent import OpResult
 from ddtree_deploy.agent.host.record import WireError
 from ddtree_deploy.agent.host.wire import JournalState, OpName
 from ddtree_deploy.agent.host.wire_container import ContainerFacts
-from ddtree_deploy.agent.host.wire_outcomes import ServicesResult
+from ddtree_deploy.agent.host.wire_outcomes import DriftedFile, DriftResult, ServicesResult
 from ddtree_deploy.agent.host.wire_results import JournalEntry, LockRecord
 from ddtree_deploy.events import Stage
 from ddtree_deploy.pipeline.context import HostRun, holder_is_dead
 from ddtree_deploy.pipeline.facts import read_facts
 from ddtree_deploy.pipeline.plan import plan_files
-from ddtree_deploy.results import HostResult, Outcome
+from ddtree_deploy.results import HostDetails, HostResult, Outcome
 from ddtree_deploy.stages import PreparedPatchset
 from ddtree_deploy.stages import op_builders as ops
 from ddtree_deploy.stages.serve_file import summarize_flags
@@ -48,7 +48,7 @@ def status_host(
     for state in services:  # the JSON stream's view of each service (the table has a column)
         run.recorder.info(Stage.STATUS, f"service {state['name']}", {"service": state})
     committed = [d for d in facts.deploys if d.get("state") == JournalState.COMMITTED]
-    details: dict[str, Any] = {
+    details: HostDetails = {
         "package_version": facts.package_version,
         "deployed": committed[-1].get("patchset") if committed else None,
         "lock": facts.lock,
@@ -80,10 +80,11 @@ def status_host(
                 outcome = Outcome.NEEDS_ATTENTION
         else:
             message = f"{message}; {describe_container(facts.container)}"
-    if hand_edits.get("drift"):
-        details["drift"] = hand_edits["drift"]
-        run.recorder.info(Stage.STATUS, describe_hand_edits(hand_edits), hand_edits)
-        message = f"{message}; {describe_hand_edits(hand_edits)}"
+    if hand_edits is not None and hand_edits.drift:
+        details["drift"] = hand_edits.drift
+        said = describe_hand_edits(hand_edits.deploy_id, hand_edits.drift)
+        run.recorder.info(Stage.STATUS, said, hand_edits.to_dict())
+        message = f"{message}; {said}"
         outcome = Outcome.FAILED if outcome == Outcome.OK else outcome
     if facts.pending:
         pending_id = facts.pending[-1].get("deploy_id")
@@ -96,23 +97,23 @@ def status_host(
     return run.result(outcome, message, version_now=version_now, details=details)
 
 
-def drift_found(answers: tuple[OpResult, ...]) -> dict[str, Any]:
-    """The drift op's answer ({deploy_id, drift: [{file, expected_sha256, found_sha256}]}),
-    {} without one."""
+def drift_found(answers: tuple[OpResult, ...]) -> DriftResult | None:
+    """The drift op's answer (the deploy checked and its hand-edited files), None without
+    one that ran and fits its record."""
     for answer in answers:
-        if answer.op == OpName.DRIFT and answer.ok and isinstance(answer.data, dict):
-            return answer.data
-    return {}
+        if answer.op == OpName.DRIFT and answer.ok:
+            return answer.data_or_none(DriftResult)
+    return None
 
 
-def describe_hand_edits(found: dict[str, Any]) -> str:
+def describe_hand_edits(deploy_id: str | None, drift: list[DriftedFile]) -> str:
     """`hand-edited since DEPLOY: FILE (expected sha256 X, found Y), ...` for status."""
     shown = ", ".join(
         f"{d['file']} (expected sha256 {d['expected_sha256']}, found "
         f"{d['found_sha256'] or 'no file'})"
-        for d in found["drift"]
+        for d in drift
     )
-    return f"hand-edited since {found.get('deploy_id')}: {shown}"
+    return f"hand-edited since {deploy_id}: {shown}"
 
 
 def live_holder(lock: LockRecord | None) -> str | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ddtree_deploy.results import HostResult
+
 _DID = {"pass": "passed", "fail": "failed", "needs_human": "needs a human"}
 
 
@@ -34,3 +36,16 @@ def verdict_style(check: Mapping[str, Any]) -> str:
     if check.get("passed"):
         return "green"
     return "yellow" if check.get("action") == "needs_human" else "red"
+
+
+def gate_checks(result: HostResult) -> list[dict[str, Any]]:
+    """The serving gate's checks a host result carries (details["gate"]["checks"])."""
+    gate = result.details.get("gate")
+    return list(gate.get("checks") or []) if gate else []
+
+
+def gate_observed(result: HostResult) -> bool:
+    """Whether the host's gate ran in observe mode (--gate observe): its failed checks
+    were reported, and nothing was rolled back because of them."""
+    gate = result.details.get("gate")
+    return bool(gate and gate.get("observe"))

@@ -10,15 +10,17 @@ from typing import Any
 
 from rich.table import Table
 
+from ddtree_deploy.agent.host.wire import JournalState
 from ddtree_deploy.report.clean import plain
 from ddtree_deploy.results import HostResult, Outcome
 
-# The Rich style of a deploy's last journal state.
-_STATE_STYLE = {
-    "committed": "green",
-    "rolled_back": "yellow",
-    "installing": "bold red",
-    "rollback_failed": "bold red",
+# The Rich style of a deploy's last journal state (the record's "outcome", a plain str: a
+# JournalState equals and hashes as its value); unfinished ones are the ones to act on.
+_STATE_STYLE: dict[str, str] = {
+    JournalState.COMMITTED: "green",
+    JournalState.ROLLED_BACK: "yellow",
+    JournalState.INSTALLING: "bold red",
+    JournalState.ROLLBACK_FAILED: "bold red",
 }
 
 

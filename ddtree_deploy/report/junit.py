@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ddtree_deploy.report.clean import clean_text
+from ddtree_deploy.report.gate_verdict import gate_checks, gate_observed
 from ddtree_deploy.results import HostResult
 
 _MESSAGE_CHARS = 1000
@@ -17,10 +18,12 @@ _MESSAGE_CHARS = 1000
 def suite_results(result: HostResult) -> list[dict[str, Any]]:
     """Return the smoke suite results a host result carries: `smoke` puts them in
     details["suites"]; a push that failed in smoke/verify keeps them in the failure data."""
-    if result.details.get("suites"):
-        return list(result.details["suites"])
-    failure = result.details.get("failure") or {}
-    return list((failure.get("data") or {}).get("suites") or [])
+    suites = result.details.get("suites")
+    if suites:
+        return list(suites)
+    failure = result.details.get("failure")
+    data = failure.get("data") if failure else None
+    return list(data.get("suites") or []) if isinstance(data, dict) else []
 
 
 def _suite_failure_text(suite: dict[str, Any]) -> str:
@@ -50,12 +53,12 @@ def junit_xml(name: str, results: list[HostResult]) -> str:
                     _suite_failure_text(s),
                 )
             )
-        gate = r.details.get("gate") or {}
-        for check in gate.get("checks") or []:
+        observe = gate_observed(r)
+        for check in gate_checks(r):
             detail = str(check.get("detail") or "")
             summary = detail.splitlines()[0] if detail else ""
             # observe mode: a failed check stopped nothing; it is reported, not failed
-            observed = bool(gate.get("observe")) and not check.get("passed")
+            observed = observe and not check.get("passed")
             if observed:
                 summary = f"observe mode, not rolled back: would have failed: {summary}"
             cases.append(

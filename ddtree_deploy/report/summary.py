@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from ddtree_deploy.report.clean import clean_text, plain
-from ddtree_deploy.report.gate_verdict import verdict_words
+from ddtree_deploy.report.gate_verdict import gate_checks, gate_observed, verdict_words
 from ddtree_deploy.results import HostResult, Outcome
 
 # The Rich style of each outcome, wherever an outcome is shown to people.
@@ -100,11 +100,7 @@ def summary_markdown(title: str, results: list[HostResult], stopped: str | None 
             r.shown_message,
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    checks = [
-        (r.host, c, bool((r.details.get("gate") or {}).get("observe")))
-        for r in results
-        for c in (r.details.get("gate") or {}).get("checks") or []
-    ]
+    checks = [(r.host, c, gate_observed(r)) for r in results for c in gate_checks(r)]
     if checks:
         lines += [
             "",

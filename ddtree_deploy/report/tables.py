@@ -11,9 +11,14 @@ from typing import Any
 from rich.table import Table
 
 from ddtree_deploy.report.clean import plain
-from ddtree_deploy.report.gate_verdict import verdict_style, verdict_words
+from ddtree_deploy.report.gate_verdict import (
+    gate_checks,
+    gate_observed,
+    verdict_style,
+    verdict_words,
+)
 from ddtree_deploy.report.summary import OUTCOME_STYLE
-from ddtree_deploy.results import HostResult
+from ddtree_deploy.results import HostDetails, HostResult
 
 
 def _plain(value: object) -> str:
@@ -21,7 +26,7 @@ def _plain(value: object) -> str:
     return plain(value)
 
 
-def _become_cell(details: dict[str, Any]) -> str:
+def _become_cell(details: HostDetails) -> str:
     """`become`: ok (as the facts' user) in green, a refusal in red, "-" when unused."""
     become = details.get("become")
     if become is None:
@@ -46,9 +51,10 @@ def facts_table(results: list[HostResult]) -> Table:
             row = ("-", "-", "-", "-", "-", "-", "-", f"[red]{_plain(r.message)}[/]")
             table.add_row(_plain(r.host), _become_cell(f), *row)
             continue
-        files = {p: v for p, v in f.get("files", {}).items() if v["record_sha256"]}
+        files = {p: v for p, v in _file_facts(f).items() if v["record_sha256"]}
         match = sum(1 for v in files.values() if v["sha256"] == v["record_sha256"])
-        lock = f["lock"]["holder"] if f.get("lock") else "-"
+        held = f.get("lock")
+        lock = held["holder"] if held else "-"
         route = f.get("route") or []
         via = "".join(f"\n via {_plain(hop)}" for hop in route[:-1])
         table.add_row(
@@ -66,7 +72,31 @@ def facts_table(results: list[HostResult]) -> Table:
     return table
 
 
-def _no_record(facts: dict[str, Any]) -> str:
+def _file_facts(details: HostDetails) -> dict[str, dict[str, Any]]:
+    """Each file's facts as `hosts check` records them (details["files"]: FileFacts as
+    JSON, by path); {} without them."""
+    files = details.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {path: facts for path, facts in files.items() if isinstance(facts, dict)}
+
+
+def _file_states(details: HostDetails) -> dict[str, str]:
+    """Each file's state as `plan` records it (details["files"]: new, patched, unchanged,
+    drifted, flags, by path); {} without them."""
+    files = details.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {path: state for path, state in files.items() if isinstance(state, str)}
+
+
+def _serve_changes(details: HostDetails) -> list[str]:
+    """The server flags a push would change, as `plan` records them (details["serve"])."""
+    serve = details.get("serve")
+    return list(serve.get("changes") or []) if isinstance(serve, dict) else []
+
+
+def _no_record(facts: HostDetails) -> str:
     """The files cell without RECORD hashes: an editable install has none (the lock judges
     its base files)."""
     return "no RECORD (editable)" if facts.get("install_kind") == "editable" else "-"
@@ -118,10 +148,9 @@ def plan_table(results: list[HostResult]) -> Table:
     for col in ("host", "file", "action"):
         table.add_column(col, overflow="fold")
     for r in results:
-        files = r.details.get("files") or {}
+        files = _file_states(r.details)
         if not files:
             table.add_row(_plain(r.host), "-", f"[red]{_plain(r.message)}[/]")
-        serve = r.details.get("serve") or {}
         if r.details.get("install_kind") == "editable":  # the files live in a source tree
             root = r.details.get("package_root")
             table.add_row(_plain(r.host), "[dim](package root)[/]", f"editable: {_plain(root)}")
@@ -129,7 +158,7 @@ def plan_table(results: list[HostResult]) -> Table:
             style = {"drifted": "red", "unchanged": "dim"}.get(state, "yellow")
             action = f"[{style}]{_plain(state)}[/]"
             if state == "flags":  # the serve file: which server flags change
-                changes = "; ".join(serve.get("changes") or []) or "rewrite (same flags)"
+                changes = "; ".join(_serve_changes(r.details)) or "rewrite (same flags)"
                 action = f"[yellow]flags[/] {_plain(changes)}"
             table.add_row(_plain(r.host), _plain(path), action)
     return table
@@ -194,17 +223,6 @@ def backups_table(results: list[HostResult]) -> Table:
             cells = (r.host, b["deploy_id"], patchset, b["created"])
             table.add_row(*(_plain(c) for c in cells))
     return table
-
-
-def gate_checks(result: HostResult) -> list[dict[str, Any]]:
-    """The serving gate's checks a host result carries (details["gate"]["checks"])."""
-    return list((result.details.get("gate") or {}).get("checks") or [])
-
-
-def gate_observed(result: HostResult) -> bool:
-    """Whether the host's gate ran in observe mode (--gate observe): its failed checks
-    were reported, and nothing was rolled back because of them."""
-    return bool((result.details.get("gate") or {}).get("observe"))
 
 
 def gate_table(results: list[HostResult]) -> Table | None:

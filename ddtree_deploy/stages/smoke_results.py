@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddtree_deploy.agent import OpResult
-from ddtree_deploy.agent.host.wire import Code
+from ddtree_deploy.agent import AgentResponse, OpResult
+from ddtree_deploy.agent.host.wire import Code, OpName
 from ddtree_deploy.agent.host.wire_results import SmokeResult
 
 # Checks a passing suite names with what they measured, so a reader sees the gate had teeth.
@@ -22,6 +22,20 @@ def suite_results(result: OpResult) -> list[dict[str, Any]]:
     if result.ok or result.code == Code.SMOKE_FAILED:
         return result.data_as(SmokeResult).suites
     return []
+
+
+def beside_answer(result: OpResult) -> AgentResponse | None:
+    """Return the answer a smoke op of its own would have given for the suites that ran
+    beside this (passed) smoke op's (SmokeArgs.beside), or None when none ran beside it or
+    what came back cannot be read as one (the caller then sends them on their own)."""
+    try:
+        entry = result.data_as(SmokeResult).beside if result.ok else None
+        answer = OpResult.model_validate(entry) if entry is not None else None
+    except ValueError:  # WireError, pydantic's ValidationError
+        return None
+    if answer is None or answer.op != OpName.SMOKE:
+        return None
+    return AgentResponse(ok=answer.ok, results=[answer])
 
 
 def describe_suite(suite: dict[str, Any]) -> str:

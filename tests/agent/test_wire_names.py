@@ -1,6 +1,6 @@
 """The protocol's names are defined once (wire.OpName, wire.JournalState) and are the very
-strings on the wire; the op answers typed in wire_outcomes.py keep the keys (and their
-order) of the dicts they replaced."""
+strings on the wire; the op answers typed in wire_outcomes.py and wire_capture.py keep the
+keys (and their order) of the dicts they replaced, in every shape an op answers."""
 
 from __future__ import annotations
 
@@ -11,15 +11,26 @@ import pytest
 from ddtree_deploy.agent import AgentRequest, Op, OpResult
 from ddtree_deploy.agent.host import main, wire
 from ddtree_deploy.agent.host.wire import JournalState, OpName
+from ddtree_deploy.agent.host.wire_capture import EditableRefusal, VersionRefusal
+from ddtree_deploy.agent.host.wire_container import ContainerFacts
 from ddtree_deploy.agent.host.wire_outcomes import (
+    CompileResult,
+    DriftedFile,
     DriftRefusal,
+    DriftResult,
+    HealthResult,
+    InstallResult,
     JournalAppended,
+    LeftoverProcess,
     LockRefusal,
     LockReleased,
     LockTaken,
+    ProgressMark,
     Pruned,
+    RestartResult,
     Restored,
     RestoreFailure,
+    ServiceFailure,
     ServicesResult,
     ServiceState,
 )
@@ -27,6 +38,11 @@ from ddtree_deploy.agent.host.wire_results import LockRecord
 from ddtree_deploy.stages import op_builders as ops
 
 LOCK = LockRecord(run_id="r1", holder="ann@ctl pid 7")
+GPU = "GPU check skipped: no nvidia-smi on the host"
+LEFTOVER = LeftoverProcess(pid=7, cmdline="sglang::scheduler", why="orphaned sglang", gpu_mib=9)
+MARK = ProgressMark(after_s=1.5, pattern="Load weight", line="Load weight end")
+EDITED = DriftedFile(file="a.py", expected_sha256="a", found_sha256=None, original_sha256="c")
+CONTAINER = ContainerFacts("sglang", "docker", "c0ffee", "img:1", "sha256:1", True, 42, "now")
 
 
 def test_every_op_has_its_arguments_and_its_function() -> None:
@@ -76,7 +92,7 @@ def test_an_unknown_op_or_state_is_refused_by_name() -> None:
             },
         ),  # fmt: skip
         (Pruned(["d0"], ["d1"]), {"removed": ["d0"], "kept": ["d1"]}),
-        (DriftRefusal([{"file": "a.py"}]), {"drift": [{"file": "a.py"}]}),
+        (DriftRefusal([EDITED]), {"drift": [EDITED]}),
         (
             RestoreFailure({"a.py": "restored", "b.py": "failed"}, [], None),
             {"files": {"a.py": "restored", "b.py": "failed"}, "drift": [], "drift_saved": None},
@@ -99,6 +115,64 @@ def test_an_unknown_op_or_state_is_refused_by_name() -> None:
                 ]
             },
         ),  # fmt: skip
+        # install, compile, drift: one shape each, every key always sent
+        (InstallResult(["a.py", "b.py"]), {"installed": ["a.py", "b.py"]}),
+        (CompileResult(2), {"compiled": 2}),
+        (
+            DriftResult(None, [], [], None, []),
+            {"deploy_id": None, "drift": [], "unchecked": [], "error": None, "files": []},
+        ),
+        (
+            DriftResult("d1", [EDITED], ["c.py"], None, ["a.py", "c.py"]),
+            {
+                "deploy_id": "d1",
+                "drift": [EDITED],
+                "unchecked": ["c.py"],
+                "error": None,
+                "files": ["a.py", "c.py"],
+            },
+        ),  # fmt: skip
+        # restart: skipped (kind none), stopped, restarted (clean or after ending
+        # leftovers), a container's restart (relay.py)
+        (RestartResult(skipped=True), {"skipped": True}),
+        (RestartResult(stopped=True, service="gpu0"), {"stopped": True, "service": "gpu0"}),
+        (
+            RestartResult(restarted=True, service="service", gpu=GPU),
+            {"restarted": True, "service": "service", "gpu": GPU},
+        ),
+        (
+            RestartResult(restarted=True, service="s", leftovers_ended=[LEFTOVER], gpu=GPU),
+            {"restarted": True, "service": "s", "leftovers_ended": [LEFTOVER], "gpu": GPU},
+        ),
+        (
+            RestartResult(restarted=True, container=CONTAINER),
+            {"restarted": True, "container": CONTAINER.to_dict()},
+        ),
+        # health: skipped, or healthy
+        (HealthResult(skipped=True), {"skipped": True}),
+        (
+            HealthResult(healthy=True, polls=4, progress=[MARK], service="service"),
+            {"healthy": True, "polls": 4, "progress": [MARK], "service": "service"},
+        ),
+        # restart_failed: a command's exit, leftovers refused, a container's restart
+        # (its runtime's exit, then not running); unhealthy: the service's, a container's
+        (
+            ServiceFailure(output="exit 1", log="tail", service="gpu0"),
+            {"output": "exit 1", "log": "tail", "service": "gpu0"},
+        ),
+        (
+            ServiceFailure(leftovers=[LEFTOVER], gpu=GPU),
+            {"leftovers": [LEFTOVER], "gpu": GPU},
+        ),
+        (ServiceFailure("exit 125", "tail"), {"output": "exit 125", "log": "tail"}),
+        (ServiceFailure(log="tail"), {"log": "tail"}),
+        (
+            ServiceFailure(log="tail", progress=[MARK], service="service"),
+            {"log": "tail", "progress": [MARK], "service": "service"},
+        ),
+        # the edits op's refusals
+        (VersionRefusal("0.5.9"), {"installed": "0.5.9"}),
+        (EditableRefusal(None), {"package_root": None}),
     ],
 )
 def test_a_typed_answer_sends_the_keys_the_dict_did(record: wire.Record, plain: dict) -> None:

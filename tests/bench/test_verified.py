@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from report_verified import (  # noqa: E402
+    render_cut_rows,
     render_suite_rows,
     render_verified,
     render_verified_rows,
@@ -17,9 +18,12 @@ from report_verified import (  # noqa: E402
 from verified_breakdown import (  # noqa: E402 - bench/ is a folder of scripts, not a package
     DOWN,
     NEW_SERVES,
+    OLD_PHASE,
     OLD_SERVES,
     TOTAL,
     UNACCOUNTED,
+    old_phase_s,
+    paired_cut,
     phase_totals,
     run_breakdown,
     serving_during,
@@ -169,3 +173,43 @@ def test_suite_rows_median_over_runs_with_what_serves():
     assert "| smoke: imports | 9.00 | 8.00–10.00 | yes |" in table
     v = {"rows": summarise_breakdowns([{TOTAL: 1.0}]), "suites": rows, "setup": {}}
     assert "| verify: server | 3.00 | 0.00–6.00 | no (new server) |" in render_verified(v)
+
+
+def test_a_stage_that_ran_beside_another_is_shown_but_not_taken_from_the_wall():
+    stages_s = sum(s for _, s in PUSH)
+    got = run_breakdown(recorded(), "host0", wall_s=stages_s, overlapped=("reference",))
+    assert got["reference"] == 10.0 and got[UNACCOUNTED] == pytest.approx(10.0)
+    rows = summarise_breakdowns([got])
+    assert phase_totals(rows, ("reference",))[OLD_SERVES] == pytest.approx(51.0)
+    assert phase_totals(rows)[OLD_SERVES] == pytest.approx(61.0)
+
+
+def test_paired_cut_gives_both_medians_and_the_median_of_the_savings():
+    before = [
+        {"smoke": 30.0, "reference": 2.0, "restart": 1.0, TOTAL: 70.0},
+        {"smoke": 40.0, "reference": 3.0, "restart": 1.0, TOTAL: 90.0},
+        {"smoke": 34.0, "reference": 2.0, "restart": 1.0, TOTAL: 72.0},
+    ]
+    after = [
+        {"smoke": 20.0, "reference": 1.5, "restart": 1.0, TOTAL: 60.0},
+        {"smoke": 22.0, "reference": 2.0, "restart": 1.0, TOTAL: 61.0},
+        {"smoke": 30.0, "reference": 2.0, "restart": 1.0, TOTAL: 71.0},
+    ]
+    pairs = list(zip(before, after, strict=True))
+    rows = {r["stage"]: r for r in paired_cut(pairs, ("reference",))}
+    assert list(rows) == [
+        "smoke", "reference (beside smoke after)", "restart", OLD_PHASE, TOTAL,
+    ]  # fmt: skip
+    assert rows[TOTAL] == {
+        "stage": TOTAL, "before_s": 72.0, "after_s": 61.0, "saved_s": 10.0,
+        "saved_min_s": 1.0, "saved_max_s": 29.0, "runs": 3,
+    }  # fmt: skip
+    # before the restart: smoke + reference before, smoke alone after (the reference inside)
+    assert [old_phase_s(b) for b in before] == [32.0, 43.0, 36.0]
+    assert old_phase_s(after[0], ("reference",)) == 20.0
+    assert rows[OLD_PHASE]["saved_s"] == 12.0  # pairs: 12, 21, 6
+    assert rows["restart"]["saved_s"] == 0.0
+    table = render_cut_rows(list(rows.values()))
+    assert f"| {TOTAL} | 72.00 | 61.00 | 10.00 | 1.00–29.00 |" in table
+    v = {"rows": summarise_breakdowns(after), "setup": {}, "cut": list(rows.values())}
+    assert "3 interleaved pair(s)" in "\n".join(render_verified(v))

@@ -19,6 +19,12 @@ BAD_TREE = {
     "pipeline/__init__.py": "",
     "pipeline/push.py": "from .. import cli  # bad\nfrom ..stages import y\nfrom . import z\n",
     "report/table.py": "import rich.table\nimport typer  # bad\n",
+    # report/ may read the protocol's names (wire.py), nothing else of agent/
+    "report/history.py": "from ddtree_deploy.agent.host.wire import JournalState\n"
+    "from ddtree_deploy.agent.host import wire\n"
+    "from ddtree_deploy.agent.host.wire_results import Facts  # bad\n"
+    "from ddtree_deploy.agent.host.wireless import X  # bad\n"
+    "from ddtree_deploy.agent import OpResult  # bad\n",
     "stages/__init__.py": "from rich.console import Console  # bad\n"
     "from ddtree_deploy import errors\n",
     "patchset/load.py": "from ddtree_deploy.inventory import Host  # bad\n",
@@ -70,6 +76,10 @@ def test_a_bad_tree_is_caught_at_each_bad_line(tmp_path):
     assert messages["fleet/__init__.py"] == "fleet may not import cli (ddtree_deploy.cli.app)"
     assert messages["pipeline/push.py"] == "pipeline may not import cli (ddtree_deploy.cli)"
     assert messages["report/table.py"] == "report imports typer: only cli may"
+    assert (
+        messages["report/history.py"]
+        == "report may not import agent (ddtree_deploy.agent.OpResult)"
+    )
     assert "stdlib only" in messages["agent/host/ops.py"]
     assert "test sandbox" in messages["inventory/load.py"]
     assert "not in the ALLOWED table" in messages["newroom/a.py"]

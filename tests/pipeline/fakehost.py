@@ -8,7 +8,9 @@ an OpResult, LOST (the connection breaks at the op, after the host was reached),
 relay could not start the container's agent / it died at the op). `connect: [UNREACHABLE]`
 fails a request's connect; `connect: [AgentExit(...)]` is what the agent's process left
 instead of an answer (sudo's refusal, a shell's "not found"): the FakeTransport hands it to
-`Transport.call`, which reads it as the real transports' output is read.
+`Transport.call`, which reads it as the real transports' output is read. A smoke op with
+`beside` suites answers for them too, as the agent does (SmokeResult.beside): passed, or
+what the script's `smoke:beside` key says (a result name or an OpResult).
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def result_named(name: str) -> OpResult:
     return OpResult.model_validate(RESULTS[name])
 
 
+def passed_suites(suites: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A passed result line for each suite of a smoke op's args."""
+    return [{"suite": s["name"], "passed": True, "checks": []} for s in suites]
+
+
 def relay_refusal(behaviour: str, results: list[OpResult]) -> AgentResponse:
     """A container host's relay answer when the container's agent could not be started
     (nothing ran) or died at an op (what ran before it is kept), as relay.py answers."""
@@ -63,16 +70,18 @@ def relay_refusal(behaviour: str, results: list[OpResult]) -> AgentResponse:
 @dataclass
 class FakeHost:
     """The scripted agent: `handle` is the FakeTransport handler; `sent` the op keys of
-    every request, in order."""
+    every request, in order, and `requests` the requests themselves."""
 
     host: Host
     script: dict[str, list[Any]] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
     sent: list[list[str]] = field(default_factory=list)
+    requests: list[AgentRequest] = field(default_factory=list)
 
     def handle(self, request: AgentRequest) -> AgentResponse | AgentExit:
         keys = [op_key(op) for op in request.ops]
         self.sent.append(keys)
+        self.requests.append(request)
         connect = self._next("connect")
         if connect == UNREACHABLE:
             raise ConnectError(self.host.name, "cannot connect to 10.0.0.1:22: refused")
@@ -112,14 +121,22 @@ class FakeHost:
         elif op.op == "lock_acquire":
             data = {"lock": {"run_id": op.args["run_id"], "holder": op.args["holder"]}}
         elif op.op == "smoke":
-            suites = op.args["suites"]
-            data = {"suites": [{"suite": s["name"], "passed": True, "checks": []} for s in suites]}
+            data = {"suites": passed_suites(op.args["suites"])}
+            if op.args.get("beside"):
+                scripted = self._next("smoke:beside")
+                beside = self._result(op, scripted) if scripted is not None else OpResult(
+                    op="smoke", ok=True, data={"suites": passed_suites(op.args["beside"])},
+                )  # fmt: skip
+                data["beside"] = beside.model_dump()
         elif op.op == "prune":
             data = {"removed": ["old-1"], "kept": []}
         elif op.op == "restore":  # a Restored, as the agent answers (wire_outcomes.py)
             backup = f"/state/backups/{op.args['deploy_id']}"
             data = {"files": {}, "backup": backup, "drift": [], "drift_saved": None,
                     "unchecked": []}  # fmt: skip
+        elif op.op == "drift":  # a DriftResult: the deploy asked about, no hand edits
+            data = {"deploy_id": op.args.get("deploy_id"), "drift": [], "unchecked": [],
+                    "error": None, "files": []}  # fmt: skip
         return OpResult(op=op.op, ok=True, data=data, duration_s=0.01)
 
 

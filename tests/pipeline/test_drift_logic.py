@@ -8,6 +8,7 @@ import functools
 import time
 
 from ddtree_deploy.agent import OpResult
+from ddtree_deploy.agent.host.wire_outcomes import DriftResult
 from ddtree_deploy.patchset import load_patchset
 from ddtree_deploy.pipeline import PushOptions, push_host, recover_host, rollback_host, status_host
 from ddtree_deploy.results import Outcome
@@ -110,7 +111,8 @@ def test_an_unreadable_preflight_answer_releases_the_lock():
 
 
 def test_status_names_hand_edited_files():
-    answer = OpResult(op="drift", ok=True, data={"deploy_id": DEPLOY, "drift": DRIFT})
+    found = DriftResult(DEPLOY, DRIFT, unchecked=[], error=None, files=[FILE])
+    answer = OpResult(op="drift", ok=True, data=found.to_dict())
     s = scene(facts_data=COMMITTED, drift=answer)
     result = status_host(s.run, None)
     assert result.outcome == Outcome.FAILED

@@ -9,8 +9,9 @@ from typing import Any
 from rich.console import Console
 
 from ddtree_deploy.agent import OpResult
+from ddtree_deploy.agent.host.wire import JournalState
 from ddtree_deploy.pipeline.history import history_host, summarize_deploys
-from ddtree_deploy.report.history import history_table, who
+from ddtree_deploy.report.history import _STATE_STYLE, history_table, who
 from ddtree_deploy.results import HostResult, Outcome
 from tests.pipeline.fakehost import UNREACHABLE, scene
 from tests.pipeline.test_push_logic import OPTS, push
@@ -92,6 +93,15 @@ def test_the_table_merges_hosts_by_start_and_names_unread_hosts():
     assert text.index("d1") < text.index("d2")  # oldest start first, whatever the host order
     assert "ann@ctl" in text and "pid 7" not in text
     assert "not read: h3: needs_attention: cannot connect" in text
+
+
+def test_a_deploys_outcome_is_styled_by_its_journal_state():
+    """The table's styles are keyed by the one JournalState definition (wire.py), every
+    state a deploy can end in (never `corrupt`: a line, not a deploy)."""
+    assert set(_STATE_STYLE) == set(JournalState) - {JournalState.CORRUPT}
+    assert all(type(state) is JournalState for state in _STATE_STYLE)
+    table = history_table([history_host(scene(history=answer(ENTRIES[:2])).run, 20)])
+    assert list(table.columns[3].cells) == ["[green]committed[/]"]
 
 
 def test_host_text_is_cleaned_before_the_console():

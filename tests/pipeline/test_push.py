@@ -96,6 +96,14 @@ def _raise_at_import(root):
     [
         ("compile", None, {}, "py_compile failed"),
         ("imports", ["imports"], {}, "smoke failed: imports"),
+        # the failing suite among others that pass still fails the push, rolled back
+        pytest.param(
+            "imports",
+            ["integrity", "compile", "imports"],
+            {},
+            "smoke failed: imports",
+            id="imports-among-suites",
+        ),
         # The stub dies importing the broken patch: health sees the service exit at once.
         ("health", None, {}, "the service exited while starting"),
     ],

@@ -122,6 +122,10 @@ def patched(base_env, tmp_path_factory) -> Iterator[Patched]:
 
 def test_push_verifies_and_every_suite_passes_on_the_patched_host(patched):
     assert patched.push.returncode == 0, patched.push.stderr[-3000:]
+    # the pre-restart suites are reported in the order the patchset names them
+    pushed = [e["data"]["suite"] for e in patched.push_events
+              if e["stage"] == "smoke" and e["event"] == "info" and e["data"]]  # fmt: skip
+    assert pushed == ALL_SUITES[:-1]
     verify = [e for e in patched.push_events if e["stage"] == "verify"]
     assert [e["event"] for e in verify if e["event"] != "info"] == ["start", "ok"]
     server = [e["data"] for e in verify if e["event"] == "info"]  # the push reports its suite

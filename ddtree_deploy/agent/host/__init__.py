@@ -8,6 +8,8 @@ and the pure helpers (`pure`); the ops and `main` run only on the host.
     wire.py          framing, result codes, OpFailed/OpHalt, typed op arguments, bundle hash
     wire_results.py  typed results: Facts, PlanResult, BackupResult, SmokeResult
     wire_capture.py  the edits op's arguments and answer (EditsArgs, EditedFile, EditsResult)
+    wire_outcomes.py typed answers of lock, journal, install, compile, drift, restore, prune,
+                     services, restart, health, and the data of refusals and failures
     record.py        the Record base: strict from_dict, plain to_dict
     pure.py          sha256, classify_file, apply_unified_diff
     files.py         atomic writes, journal appends, pycache removal, path checks

@@ -22,7 +22,7 @@ from .private import check_private_dir, open_private
 from .pure import sha256_bytes, sha256_file
 from .state import UNFINISHED, deploy_states, read_journal
 from .wire import Code, JournalState, OpFailed
-from .wire_outcomes import DriftRefusal
+from .wire_outcomes import DriftRefusal, DriftResult
 
 SERVE_KEY = "serve"  # where the serve file's copy lies in a backup (and in a drift copy)
 
@@ -192,19 +192,19 @@ def current_deploy(entries):
 
 
 def op_drift(ctx, args):
-    """Return {"deploy_id", "drift", "unchecked", "error", "files"} for args.deploy_id
-    (default: the deploy the host should be at, see current_deploy): what `status` shows,
-    and every file a restore of that backup puts back (`rollback --dry-run`). Reads only."""
+    """Return the DriftResult of args.deploy_id (default: the deploy the host should be
+    at, see current_deploy): its hand edits, what `status` shows, and every file a restore
+    of that backup puts back (`rollback --dry-run`). Reads only."""
     deploy_id = args.deploy_id or current_deploy(read_journal(ctx))
-    answer = {"deploy_id": deploy_id, "drift": [], "unchecked": [], "error": None, "files": []}
+    answer = DriftResult(deploy_id, drift=[], unchecked=[], error=None, files=[])
     if deploy_id is None:
         return answer
     try:
         manifest = read_manifest(ctx, deploy_id)
     except OpFailed as exc:
-        return dict(answer, error=str(exc))
+        return answer.replace(error=str(exc))
     if manifest is None:
-        return dict(answer, error="no backup %s" % deploy_id)
+        return answer.replace(error="no backup %s" % deploy_id)
     drift, unchecked = find_drift(ctx, deploy_id, manifest)
     files = sorted(key for key, _full, _info in _entries(manifest))
-    return dict(answer, drift=drift, unchecked=unchecked, files=files)
+    return answer.replace(drift=drift, unchecked=unchecked, files=files)

@@ -8,7 +8,15 @@ from .locate import import_name, locate_package
 from .pure import sha256_bytes
 from .state import full_distribution
 from .wire import Code, OpFailed
-from .wire_capture import CHANGED, EXTRA, MISSING, EditedFile, EditsResult
+from .wire_capture import (
+    CHANGED,
+    EXTRA,
+    MISSING,
+    EditableRefusal,
+    EditedFile,
+    EditsResult,
+    VersionRefusal,
+)
 
 PYCACHE = "__pycache__"
 # Build outputs and compiled code: never part of a patchset (as patchset/capture.py skips).
@@ -38,12 +46,12 @@ def op_edits(ctx, args):
             dist.version,
             args.target_version,
         )
-        raise OpFailed(Code.VERSION_MISMATCH, message, {"installed": dist.version})
+        raise OpFailed(Code.VERSION_MISMATCH, message, VersionRefusal(dist.version))
     located = locate_package(args.package, dist)
     if located.kind == "editable":
         where = located.root or "its source tree"
         message = "editable install: capture with --from-tree %s" % where
-        raise OpFailed(Code.EDITABLE_INSTALL, message, {"package_root": located.root})
+        raise OpFailed(Code.EDITABLE_INSTALL, message, EditableRefusal(located.root))
     if located.error:
         raise OpFailed(Code.PACKAGE_NOT_FOUND, located.error)
     top = import_name(args.package)

@@ -4,10 +4,11 @@ import os
 
 from .files import keep_owner, owner_of, safe_join
 from .wire import Code, OpFailed
+from .wire_outcomes import CompileResult
 
 
 def op_compile(ctx, args):
-    """py_compile each of args.paths; return {"compiled": count}. Raises
+    """py_compile each of args.paths; return a CompileResult (how many). Raises
     OpFailed(compile_failed) with {path: error} as data, or unsafe_path."""
     import py_compile
 
@@ -24,4 +25,4 @@ def op_compile(ctx, args):
             keep_owner(cached, owner_of(full))
     if errors:
         raise OpFailed(Code.COMPILE_FAILED, "py_compile failed: " + ", ".join(errors), errors)
-    return {"compiled": len(args.paths)}
+    return CompileResult(compiled=len(args.paths))

@@ -21,7 +21,7 @@ from .pure import apply_unified_diff, sha256_bytes, sha256_file, split_backups
 from .restore_check import check_manifest
 from .state import deploy_states, list_backups, read_journal
 from .wire import Code, JournalState, OpFailed
-from .wire_outcomes import DriftRefusal, Pruned, Restored, RestoreFailure
+from .wire_outcomes import DriftRefusal, InstallResult, Pruned, Restored, RestoreFailure
 from .wire_results import BackupResult
 
 
@@ -131,7 +131,7 @@ def _verify_backup(root, manifest):
 
 def op_install(ctx, args):
     """Compute every new file, check it against the lock, then replace the files
-    atomically; return {"installed": [paths written]}.
+    atomically; return an InstallResult (the paths written).
 
     A replaced file keeps its mode, uid and gid; a new one takes its directory's owner
     (and mode 0644). Nothing is written unless every file computes to its result sha256
@@ -168,7 +168,7 @@ def op_install(ctx, args):
     wrong = [rel for full, rel, data in planned if sha256_file(full) != sha256_bytes(data)]
     if wrong:
         raise OpFailed(Code.VERIFY_FAILED, "installed files differ from lock", {"files": wrong})
-    return {"installed": [rel for _, rel, _ in planned]}
+    return InstallResult(installed=[rel for _, rel, _ in planned])
 
 
 def _new_bytes(full, spec):

@@ -9,6 +9,7 @@ from .health_probe import get_status
 from .service_systemd import add_restarts, start_marker, unit_watch
 from .service_watch import LogWatch, end_processes, find_leftovers, gpu_apps, log_size
 from .wire import Code, OpFailed
+from .wire_outcomes import HealthResult, RestartResult, ServiceFailure
 
 LOG_TIMEOUT_S = 30
 STATUS_TIMEOUT_S = 30
@@ -58,10 +59,10 @@ def _read_log(service):
 
 def op_restart(ctx, args):
     """Restart the service: stop (its stop command, or systemctl stop), the clean-start
-    check, start (its start and status commands, or systemctl start + is-active); return
-    {"restarted": True, "leftovers_ended"?, "gpu"}, or {"skipped": True} for kind "none".
-    args.action "stop" only stops it ({"stopped": True}), "start" only checks and starts it
-    (a restart group's two phases).
+    check, start (its start and status commands, or systemctl start + is-active); return a
+    RestartResult: restarted (the clean start's GPU note, the leftovers it ended), or
+    skipped for kind "none". args.action "stop" only stops it (stopped), "start" only
+    checks and starts it (a restart group's two phases).
 
     Clean start: after the stop, a process still listening on the health URL's port or an
     orphaned sglang:: process of this user would make the start fail (address in use, CUDA
@@ -83,7 +84,7 @@ def op_restart(ctx, args):
         message = "a container service restarts from the host, but the request names no container"
         raise OpFailed(Code.RESTART_FAILED, message)
     else:
-        return {"skipped": True}
+        return RestartResult(skipped=True)
     if action not in ("restart", "stop", "start"):
         raise OpFailed(Code.RESTART_FAILED, "unknown service action %r" % (action,))
     if args.after_s > 0:
@@ -91,9 +92,9 @@ def op_restart(ctx, args):
     if action != "start":  # "stop": a restart group stops every member before any starts
         _run_step(service, stop, args.timeout_s)
     if action == "stop":
-        return {"stopped": True, "service": service.name}
-    result = {"restarted": True, "service": service.name}
-    result.update(_clean_start(service))
+        return RestartResult(stopped=True, service=service.name)
+    ended, gpu = _clean_start(service)
+    result = RestartResult(restarted=True, service=service.name, leftovers_ended=ended, gpu=gpu)
     unit = start_marker(service.unit) if service.kind == "systemd" else None
     _start_markers(ctx)[service.name] = (log_size(service.log_file), time.monotonic(), unit)
     for argv in steps:
@@ -119,7 +120,7 @@ def _run_step(service, argv, timeout_s):
         raise OpFailed(
             Code.RESTART_FAILED,
             _named(service, "%s exited %s" % (" ".join(argv), rc)),
-            {"output": output, "log": _service_log(service), "service": service.name},
+            ServiceFailure(output=output, log=_service_log(service), service=service.name),
         )
 
 
@@ -127,37 +128,34 @@ def _clean_start(service):
     """Check that the stopped instance left nothing behind; end what it left when
     kill_leftovers, else raise OpFailed(restart_failed) naming the pids.
 
-    Returns {"gpu": note} and, when processes were ended, {"leftovers_ended": [...]}.
+    Returns (the processes ended, None when there were none; the note on the GPU).
     """
     note, apps = gpu_apps()
     found = find_leftovers(service.health_url)
     if not found:
-        return {"gpu": note}
+        return None, note
     used = {app["pid"]: app["used_mib"] for app in apps}
     for proc in found:
         if proc["pid"] in used:
             proc["gpu_mib"] = used[proc["pid"]]
     shown = "; ".join("pid %(pid)s (%(why)s: %(cmdline)s)" % p for p in found)
+    refused = ServiceFailure(leftovers=found, gpu=note)
     if not service.kill_leftovers:
         message = (
             "the stopped service left processes behind: %s; not starting beside them "
             "(end them, or set kill_leftovers = true)" % shown
         )
-        raise OpFailed(
-            Code.RESTART_FAILED, _named(service, message), {"leftovers": found, "gpu": note}
-        )
+        raise OpFailed(Code.RESTART_FAILED, _named(service, message), refused)
     alive = end_processes([p["pid"] for p in found])
     if alive:
         message = "leftover processes did not end after SIGKILL: %s" % alive
-        raise OpFailed(
-            Code.RESTART_FAILED, _named(service, message), {"leftovers": found, "gpu": note}
-        )
-    return {"leftovers_ended": found, "gpu": note}
+        raise OpFailed(Code.RESTART_FAILED, _named(service, message), refused)
+    return found, note
 
 
 def op_health(ctx, args):
     """Poll the service's health_url from the host until HTTP 200; return
-    {"healthy": True, "polls": n, "progress": [...]}, or {"skipped": True} for kind "none"
+    a HealthResult: healthy after n polls, with the progress seen, or skipped for kind "none"
     (unless force).
 
     The first poll goes at once; after a refusal the wait starts at FIRST_RETRY_S and
@@ -179,7 +177,7 @@ def op_health(ctx, args):
     """
     service = args.service
     if service.kind == "none" and not args.force:
-        return {"skipped": True}
+        return HealthResult(skipped=True)
     offset, started, marker = _start_markers(ctx).get(service.name) or (
         log_size(service.log_file),
         time.monotonic(),
@@ -202,8 +200,8 @@ def op_health(ctx, args):
         else:
             if status == 200:
                 watch.poll()
-                answer = {"healthy": True, "polls": polls, "progress": watch.progress}
-                return dict(answer, service=service.name)
+                name, progress = service.name, watch.progress
+                return HealthResult(healthy=True, polls=polls, progress=progress, service=name)
             last = "HTTP %s" % status
         failed = watch.poll()
         waited = "after %.1fs" % (time.monotonic() - started)
@@ -260,7 +258,8 @@ def _error_line(service):
 
 def _unhealthy(service, message, watch):
     """Raise OpFailed(unhealthy) with the log tail and the progress seen so far."""
-    data = {"log": _service_log(service), "progress": watch.progress, "service": service.name}
+    log, progress = _service_log(service), watch.progress
+    data = ServiceFailure(log=log, progress=progress, service=service.name)
     raise OpFailed(Code.UNHEALTHY, _named(service, message), data)
 
 

@@ -9,7 +9,8 @@ is never imported by a suite that runs as root. Out of band: a suite writes its 
 the file named by $DDTREE_SMOKE_RESULT (_suite.py), so whatever a host's python prints on
 stdout (a .pth, a sitecustomize, a login banner: text without a newline would glue onto a
 result line) changes nothing; it is quoted, cleaned and bounded, when a suite gives no
-result.
+result. The suites run one after another; a `beside` suite (SmokeArgs.beside) runs at the
+same time in a process of its own, with its own dir, time limit and result file.
 """
 
 import json
@@ -20,8 +21,9 @@ import sys
 import tempfile
 import time
 
+from .entries import run_entry
 from .files import write_atomic
-from .wire import Code, OpFailed
+from .wire import Code, OpFailed, OpName
 from .wire_results import SmokeResult
 
 RESULT_ENV = "DDTREE_SMOKE_RESULT"  # where _suite.py writes the suite's result
@@ -36,30 +38,70 @@ LAUNCHER = (
 
 def op_smoke(ctx, args):
     """Run each suite script with this python (its input as JSON on stdin; its result in a
-    file); return SmokeResult.
+    file); return SmokeResult, its suites in the order given.
 
     Scripts and support modules are written to a fresh private dir inside the state dir
-    (main.py checked it is this user's alone), removed afterwards. Raises
-    OpFailed(smoke_failed) with every suite's result when one neither passed nor skipped,
-    and when there is no suite at all (a request that checks nothing proves nothing).
+    (main.py checked it is this user's alone), removed afterwards. The `beside` suites run
+    while the others do (run_suites) and never fail this op (SmokeResult.beside says how
+    they ended). Raises OpFailed(smoke_failed) with every suite's result when one neither
+    passed nor skipped, and when there is no suite at all (a request that checks nothing
+    proves nothing). Raises OpFailed(bad_args) when two suites of one name have different
+    sources (one script file each name).
     """
     if not args.suites:
         message = "smoke failed: no suites to run (the request named none)"
         raise OpFailed(Code.SMOKE_FAILED, message, SmokeResult(suites=[]).to_dict())
+    everything = list(args.suites) + list(args.beside)
+    scripts = {}  # type: dict
+    for suite in everything:
+        if scripts.setdefault(suite.name, suite.source) != suite.source:
+            raise OpFailed(Code.BAD_ARGS, "smoke: two suites named %r differ" % suite.name)
     ctx.ensure_state_dir()
     work = tempfile.mkdtemp(prefix="smoke-", dir=ctx.state_dir)
     try:
         for name, source in args.support.items():  # modules the scripts import
             write_atomic(os.path.join(work, os.path.basename(name)), source.encode(), 0o600)
-        results = [_run_suite(work, suite) for suite in args.suites]
+        for name, source in scripts.items():
+            write_atomic(os.path.join(work, "%s.py" % name), source.encode(), 0o600)
+        mine, beside = run_suites(work, args.suites, args.beside)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    outcome = SmokeResult(suites=results)
+    entry = _beside_entry(beside) if beside else None
+    return _judged([result for result, _ in mine], entry)
+
+
+def run_suites(work, suites, beside=()):
+    """Run each suite (its script already in `work`): `suites` one after another and,
+    at the same time, each `beside` suite in a process of its own (a thread waits on each);
+    return ([(result, wall_s)] of `suites`, the same of `beside`), each in the order given.
+    """
+    if not beside:
+        return [_run_suite(work, suite) for suite in suites], []
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(beside)) as pool:
+        aside = [pool.submit(_run_suite, work, suite) for suite in beside]
+        mine = [_run_suite(work, suite) for suite in suites]
+        return mine, [future.result() for future in aside]
+
+
+def _judged(results, beside=None):
+    """SmokeResult of `results` (+ `beside`); raises OpFailed(smoke_failed) carrying it
+    when a suite neither passed nor skipped."""
+    outcome = SmokeResult(suites=results, beside=beside)
     failed = [_why_failed(r) for r in outcome.failed()]
     if failed:
         message = "smoke failed: " + "; ".join(failed)
         raise OpFailed(Code.SMOKE_FAILED, message, outcome.to_dict())
     return outcome
+
+
+def _beside_entry(ran):
+    """The entry a smoke op of just these suites answers (entries.run_entry: ok, or
+    failed with smoke_failed), its duration their wall time (they ran at once)."""
+    entry, _output = run_entry(OpName.SMOKE, lambda: _judged([result for result, _ in ran]))
+    entry["duration_s"] = round(max(wall_s for _, wall_s in ran), 4)
+    return entry
 
 
 def suite_argv(work, script):
@@ -77,10 +119,9 @@ def suite_argv(work, script):
 
 
 def _run_suite(work, suite):
-    """Run one suite script from a fresh dir of its own under `work`; return its result
-    dict (suite, duration_s added)."""
+    """Run one suite's script (written to `work`) from a fresh dir of its own under
+    `work`; return (its result dict, suite and duration_s added; wall seconds)."""
     script = os.path.join(work, "%s.py" % suite.name)
-    write_atomic(script, suite.source.encode(), 0o600)
     cwd = tempfile.mkdtemp(prefix="run-", dir=work)
     result_path = os.path.join(cwd, "result.json")
     started = time.monotonic()
@@ -102,9 +143,10 @@ def _run_suite(work, suite):
         result = {"passed": False, "details": "timed out after %ss" % suite.timeout_s}
     except ValueError as exc:
         result = {"passed": False, "details": "unreadable result: %s" % exc}
+    wall_s = time.monotonic() - started
     result.setdefault("suite", suite.name)
-    result.setdefault("duration_s", round(time.monotonic() - started, 3))
-    return result
+    result.setdefault("duration_s", round(wall_s, 3))
+    return result, wall_s
 
 
 def _read_result(path):

@@ -1,16 +1,16 @@
 """The host side of a container host: host-side ops here, every other op in the container.
 
-Why a relay. The server runs in a container and the agent must run beside it (its python,
-its site-packages, its state dir, its network for health). But `RUNTIME restart NAME` can
-only run on the host, and it kills every process in the container, the agent there
-included. So the SSH (or local) transport starts this agent with the HOST's python, and
-each request names its container (wire_container.ContainerSpec). This process runs the
-host-side ops itself (the restart of a `container` service) and hands every run of other
-ops to one agent in the container (`RUNTIME exec -i NAME PYTHON -c ...`, fed the same
-bundle), kept between requests and started again after a restart. The controller still
-sends one request and reads one answer per round trip: the hops here are local pipes.
-The alternatives were worse: a second SSH session would make a restart request two round
-trips; a `docker` call from inside the container needs the runtime's socket there.
+Why a relay. The server runs in a container and the agent must run beside it (its python, its
+site-packages, its state dir, its network for health). But `RUNTIME restart NAME` can only run on
+the host, and it kills every process in the container, the agent there included. So the SSH (or
+local) transport starts this agent with the HOST's python, and each request names its container
+(wire_container.ContainerSpec). This process runs the host-side ops itself (the restart of a
+`container` service) and hands every run of other ops to one agent in the container
+(`RUNTIME exec -i NAME PYTHON -c ...`, fed the same bundle), kept between requests and started
+again after a restart. The controller still sends one request and reads one answer per round trip:
+the hops here are local pipes. The alternatives were worse: a second SSH session would make a
+restart request two round trips; a `docker` call from inside the container needs the runtime's
+socket there.
 
 The container's agent starts only once `RUNTIME inspect` finds the container running (a
 restart policy's restart waited out): a missing runtime, an unknown or stopped container, an
@@ -41,6 +41,7 @@ from .wire_container import (
     read_inspect,
     runs_on_host,
 )
+from .wire_outcomes import RestartResult, ServiceFailure
 
 LOGS_TIMEOUT_S, CHILD_EXIT_WAIT_S = 30, 10
 STDERR_TAIL_CHARS = 1500
@@ -217,27 +218,27 @@ class Relay:
 
     def restart(self, spec, args):
         """Op restart of a `container` service: `RUNTIME restart NAME` on the host, then
-        inspect: it must be running again; return {"restarted": True, "container": facts}.
+        inspect: it must be running again; return a RestartResult carrying the container.
 
         The container's agent is ended first (the restart would kill it anyway); the next
         container op starts a fresh one. Raises OpFailed(restart_failed) with the runtime's
         output and the container's log.
         """
         self.close()
-        argv = [spec.runtime, "restart", spec.name]
-        code, output = run_argv(argv, args.timeout_s)
+        code, output = run_argv([spec.runtime, "restart", spec.name], args.timeout_s)
         if code != 0:
-            message = "%s exited %s" % (" ".join(argv), code)
-            raise OpFailed(Code.RESTART_FAILED, message, {"output": output, "log": self.logs(spec)})
+            message = "%s restart %s exited %s" % (spec.runtime, spec.name, code)
+            raise OpFailed(Code.RESTART_FAILED, message, ServiceFailure(output, self.logs(spec)))
         try:
             self.inspected = self.inspect(spec)
         except Refused as exc:
-            raise OpFailed(Code.RESTART_FAILED, str(exc), {"log": self.logs(spec)}) from None
+            why = ServiceFailure(log=self.logs(spec))
+            raise OpFailed(Code.RESTART_FAILED, str(exc), why) from None
         if not self.inspected.running:
             message = "container %r is not running after the restart" % spec.name
-            raise OpFailed(Code.RESTART_FAILED, message, {"log": self.logs(spec)})
+            raise OpFailed(Code.RESTART_FAILED, message, ServiceFailure(log=self.logs(spec)))
         self.restarted = (self.inspected, time.monotonic())
-        return {"restarted": True, "container": self.inspected.to_dict()}
+        return RestartResult(restarted=True, container=self.inspected)
 
     def died_starting(self, spec, op, exc):
         """The health wait's container watchdog: when the container's agent died while op
@@ -255,7 +256,7 @@ class Relay:
         if why is None:
             return None
         service = ((op.get("args") or {}).get("service") or {}).get("name")
-        data = {"log": self.logs(spec), "progress": [], "service": service}
+        data = ServiceFailure(log=self.logs(spec), progress=[], service=service)
 
         def fail():
             raise OpFailed(Code.UNHEALTHY, why, data)

@@ -1,5 +1,6 @@
 """The agent protocol's records for capturing a hand-edited package: the `edits` op's
-arguments and its answer (re-exported by wire.py, where OP_ARGS maps op names to them).
+arguments, its answer and its refusals' data (the arguments re-exported by wire.py, where
+OP_ARGS maps op names to them).
 Stdlib only.
 
 `edits` compares the installed package's files with its distribution's RECORD and sends
@@ -57,3 +58,16 @@ class EditsResult(Record):
     recorded: int
     files: List[EditedFile]
     ignored: List[str] = field(default_factory=list)
+
+
+class VersionRefusal(Record):
+    """The data of the edits op's `version_mismatch`: the version installed on the host."""
+
+    installed: str
+
+
+class EditableRefusal(Record):
+    """The data of the edits op's `editable_install`: the editable source tree (None when
+    it cannot be found)."""
+
+    package_root: Optional[str]

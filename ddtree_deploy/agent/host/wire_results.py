@@ -152,9 +152,13 @@ class BackupResult(Record):
 
 class SmokeResult(Record):
     """Each suite's result line as the suite printed it (suite, passed, skipped, details,
-    checks, duration_s, ...): free-form, so kept as dicts."""
+    checks, duration_s, ...): free-form, so kept as dicts. beside: with SmokeArgs.beside,
+    the op entry ({op, ok, data, error, code, duration_s}) a smoke op of just those suites
+    would have answered (its duration their wall time), else None (left out)."""
 
+    OMIT_IF_NONE = ("beside",)
     suites: List[Dict[str, Any]]
+    beside: Optional[Dict[str, Any]] = None
 
     def failed(self):
         """Return the results of the suites that neither passed nor were skipped."""

@@ -74,11 +74,18 @@ class HealthArgs(Record):
 
 
 class SmokeArgs(Record):
-    """smoke: the suites to run, and support modules ({file name: source}) beside them."""
+    """smoke: the suites to run, and support modules ({file name: source}) beside them.
 
-    NESTED = (("suites", SmokeSuite, "list"),)
+    `suites` run one after another. beside: suites run at the same time, each in a process
+    of its own, whose results never fail this op: they come back as the answer a smoke op of
+    their own would give (SmokeResult.beside), e.g. a push's reference recorded from the
+    old server while the pre-restart suites run.
+    """
+
+    NESTED = (("suites", SmokeSuite, "list"), ("beside", SmokeSuite, "list"))
     suites: List[SmokeSuite]
     support: Dict[str, str] = field(default_factory=dict)
+    beside: List[SmokeSuite] = field(default_factory=list)
 
 
 class GateArgs(Record):
