@@ -26,6 +26,7 @@ from pathlib import Path
 from harness import BENCH_DIR
 
 from ddtree_sandbox.inventory_file import render_toml
+from ddtree_sandbox.sshd import KEY_ONLY_LOGIN
 
 SSHD = "/usr/sbin/sshd"
 STANDIN = BENCH_DIR / "standin_agent.py"
@@ -99,14 +100,7 @@ def render_standin_config(files: StandinFiles, ports: list[int], force_command: 
                 f"HostKey {files.host_key}",
                 "PidFile none",
                 f"AuthorizedKeysFile {files.authorized_keys}",
-                "PubkeyAuthentication yes",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PermitRootLogin prohibit-password",
-                "UsePAM no",
-                "StrictModes no",
-                "UseDNS no",
-                "PrintMotd no",
+                *KEY_ONLY_LOGIN,
                 "LogLevel ERROR",
                 f"MaxStartups {MAX_STARTUPS}",
                 f"ForceCommand {force_command}",

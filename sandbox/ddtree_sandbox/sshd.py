@@ -66,6 +66,21 @@ def generate_keypair(private_key: Path, comment: str) -> Path:
     return private_key.with_name(private_key.name + ".pub")
 
 
+# sshd_config lines every sandbox sshd shares (the hosts and bench/standin_sshd.py's
+# stand-ins): key-only root login, no PAM, no DNS, no motd. Keys live under a temp dir
+# with loose modes (StrictModes no): the sandbox is not a security boundary.
+KEY_ONLY_LOGIN = (
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "PermitRootLogin prohibit-password",
+    "UsePAM no",
+    "StrictModes no",
+    "UseDNS no",
+    "PrintMotd no",
+)
+
+
 def render_sshd_config(spec: SshdSpec) -> str:
     """Return the sshd_config text for ``spec``: key-only auth, own host key, pid file."""
     lines = [
@@ -73,15 +88,7 @@ def render_sshd_config(spec: SshdSpec) -> str:
         f"HostKey {spec.host_key}",
         f"PidFile {spec.pid_file}",
         f"AuthorizedKeysFile {spec.authorized_keys}",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "PermitRootLogin prohibit-password",
-        "UsePAM no",
-        # Keys live under a temp dir with loose modes; the sandbox is not a security boundary.
-        "StrictModes no",
-        "UseDNS no",
-        "PrintMotd no",
+        *KEY_ONLY_LOGIN,
         "MaxStartups 200:30:400",
         "MaxSessions 100",
         "Subsystem sftp internal-sftp",

@@ -154,6 +154,22 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def serving_flags(env, version: str, *, algorithm: bool) -> list[str]:
+    """`--verify-serve-args` for the sandbox's tiny target on a free port (DFLASH's flags,
+    with the algorithm itself or without it), the ready timeout and the server's env."""
+    from ddtree_sandbox.models import ensure_models
+    from ddtree_sandbox.serving import base_launch_args, dflash_args, serve_env
+
+    models = ensure_models(env)
+    serve = base_launch_args(models.target, "127.0.0.1", free_port())
+    flags = dflash_args(models.draft, models.block_size, version)
+    serve += flags if algorithm else flags[2:]  # [2:]: all but --speculative-algorithm X
+    extra = ["--verify-serve-args", shlex.join(serve), "--verify-ready-timeout", "600"]
+    for key, value in {**serve_env(models.target), "TMPDIR": "/tmp"}.items():
+        extra += ["--verify-env", f"{key}={value}"]
+    return extra
+
+
 # a real sglang server starts from the image (CPU), lossless gate included (~60 s a case
 # quiet, minutes loaded): both cases are serving_full (make test-serving), as the other
 # real-server controls, to keep make test within its 45 min; make test keeps the suites in
@@ -169,22 +185,15 @@ def test_verify_serves_from_the_image_and_gates_lossless(
     dropped (ddtree_sandbox.broken "mask"), which every other suite passes: exit 1, nothing
     written."""
     from ddtree_sandbox.broken import build_broken_patchset
-    from ddtree_sandbox.models import ensure_models
-    from ddtree_sandbox.serving import base_launch_args, dflash_args, serve_env
 
     version, layout = RUNNABLE[0]
     env = sandbox_envs[version]
     source = PATCHSETS / "ddtree" / "1.1.0"
     patchsets = scratch / "patchsets" if broken else PATCHSETS
     ref = build_broken_patchset(source, patchsets, "mask") if broken else "ddtree@1.1.0"
-    models = ensure_models(env)
-    serve = base_launch_args(models.target, "127.0.0.1", free_port())
-    serve += dflash_args(models.draft, models.block_size, version)[2:]  # all but the algorithm
-    extra = ["--verify-serve-args", shlex.join(serve), "--verify-ready-timeout", "600"]
+    extra = serving_flags(env, version, algorithm=False)
     extra += ["--verify-gate", "off"]  # the lossless gate alone (the serving gate's own cases:
     # test_verify_serving_gate.py)
-    for key, value in {**serve_env(models.target), "TMPDIR": "/tmp"}.items():
-        extra += ["--verify-env", f"{key}={value}"]
     out = scratch / "out"
     done = verify_export(
         runnable_images[(version, layout)],

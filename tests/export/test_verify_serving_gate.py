@@ -27,14 +27,13 @@ Heavy (two sglang CPU servers in containers a case, minutes each under load): se
 from __future__ import annotations
 
 import json
-import shlex
 
 import pytest
 
 from ddtree_deploy.patchset import resolve_patchset
 from ddtree_deploy.stages import prepare_patchset
 from tests.export.conftest import PATCHSETS, RUNNABLE
-from tests.export.test_verify import free_port, leftovers, verify_export
+from tests.export.test_verify import leftovers, serving_flags, verify_export
 
 pytestmark = pytest.mark.hosts  # root, the sandbox's sglang envs and its private dockerd
 
@@ -58,8 +57,6 @@ def test_verify_gates_the_images_server_against_the_base_images(
     runnable_images, sandbox_envs, docker_daemon, scratch, variant
 ):
     from ddtree_sandbox.gate_fixtures import build_gate_patchset
-    from ddtree_sandbox.models import ensure_models
-    from ddtree_sandbox.serving import base_launch_args, dflash_args, serve_env
 
     version, layout = RUNNABLE[0]  # 0.5.13.post1, site-packages
     env = sandbox_envs[version]
@@ -72,13 +69,8 @@ def test_verify_gates_the_images_server_against_the_base_images(
     (gate_dir / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
     (gate_dir / "gate.toml").write_text(GATE_TOML)
 
-    models = ensure_models(env)
-    serve = base_launch_args(models.target, "127.0.0.1", free_port())
-    serve += dflash_args(models.draft, models.block_size, version)  # the base serves DFLASH
-    extra = ["--verify-serve-args", shlex.join(serve), "--verify-ready-timeout", "600"]
+    extra = serving_flags(env, version, algorithm=True)  # the base serves DFLASH
     extra += ["--verify-gate-config", str(gate_dir / "gate.toml")]  # --verify-gate quick
-    for key, value in {**serve_env(models.target), "TMPDIR": "/tmp"}.items():
-        extra += ["--verify-env", f"{key}={value}"]
     out = scratch / "out"
     done = verify_export(
         runnable_images[(version, layout)],
