@@ -195,15 +195,8 @@ def test_verify_serves_from_the_image_and_gates_lossless(
     extra += ["--verify-gate", "off"]  # the lossless gate alone (the serving gate's own cases:
     # test_verify_serving_gate.py)
     out = scratch / "out"
-    done = verify_export(
-        runnable_images[(version, layout)],
-        ref,
-        out,
-        docker_daemon.host_url,
-        env,
-        patchsets,
-        extra,
-    )
+    image = runnable_images[(version, layout)]
+    done = verify_export(image, ref, out, docker_daemon.host_url, env, patchsets, extra)
     print(done.stderr[-3000:])  # the suites' lines, for `pytest -s`
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     ran = {s["suite"]: s for s in summary["verify"]["suites"]}

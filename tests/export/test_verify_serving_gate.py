@@ -72,15 +72,8 @@ def test_verify_gates_the_images_server_against_the_base_images(
     extra = serving_flags(env, version, algorithm=True)  # the base serves DFLASH
     extra += ["--verify-gate-config", str(gate_dir / "gate.toml")]  # --verify-gate quick
     out = scratch / "out"
-    done = verify_export(
-        runnable_images[(version, layout)],
-        ref,
-        out,
-        docker_daemon.host_url,
-        env,
-        patchsets,
-        extra,
-    )
+    image = runnable_images[(version, layout)]
+    done = verify_export(image, ref, out, docker_daemon.host_url, env, patchsets, extra)
     print(done.stderr[-4000:])  # the suites' and the gate's lines, for `pytest -s`
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     verify = summary["verify"]
