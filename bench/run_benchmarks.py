@@ -184,8 +184,19 @@ def profile_ddtree(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dic
     out["profile"]["cli_help_s"] = round(time.monotonic() - started, 3)
 
 
-# Each stage of a push -> the stages its request carries (one round trip).
-REQUEST_STAGES = {stage: request.stages for request in PUSH_REQUESTS for stage in request.stages}
+def _request_stages() -> dict[str, tuple[str, ...]]:
+    """Each stage of a push -> the stages its request carries (one round trip); a push with
+    no serving gate sends a request that `joins` a later one together with it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for i, request in enumerate(PUSH_REQUESTS):
+        later = [r for r in PUSH_REQUESTS[i + 1 :] if r.stages[0] == request.joins]
+        sent = request.joined(later[0]) if later else request
+        for stage in sent.stages:
+            found.setdefault(stage, sent.stages)
+    return found
+
+
+REQUEST_STAGES = _request_stages()
 
 
 def request_walls(events: list[dict]) -> list[tuple[str, float, float]]:

@@ -35,7 +35,8 @@ def scenario_a_plus(
         bench.reset(count)
         pushed = run_ddtree(bench, inventory, dirs["imports"])
         check_deployed(bench, count)
-        floor = run_smoke_floor(bench, count, suite_input)
+        script = plant_suite(bench, count, smoke.args)
+        floor = run_smoke_floor(bench, count, suite_input, script=script)
         pushes.append(pushed.wall_s)
         floors.append(floor.wall_s)
         smoke_host_s += [
@@ -52,6 +53,20 @@ def scenario_a_plus(
     }
 
 
+def plant_suite(bench: BenchHosts, count: int, smoke_args: dict) -> str:
+    """Write the smoke op's suite scripts and support modules into state_dir/bench-smoke on
+    the first `count` hosts (the agent runs them from a private dir it removes afterwards);
+    the host-side path of the first suite's script."""
+    for host in bench.hosts[:count]:
+        suite_dir = host.state_dir_on_disk / "bench-smoke"
+        suite_dir.mkdir(parents=True, exist_ok=True)
+        for suite in smoke_args["suites"]:
+            (suite_dir / f"{suite['name']}.py").write_text(suite["source"])
+        for name, source in smoke_args["support"].items():
+            (suite_dir / name).write_text(source)
+    return f"{bench.hosts[0].state_dir}/bench-smoke/{smoke_args['suites'][0]['name']}.py"
+
+
 def scenario_i(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -> None:
     """The `imports` suite vs its floor (ONE fresh process importing every patched module
     once) on one host with the patched files in place, interleaved, over plain ssh each."""
@@ -63,14 +78,8 @@ def scenario_i(bench: BenchHosts, dirs: dict[str, Path], runs: int, out: dict) -
     inventory_host = load_inventory(bench.write_ddtree_inventory(1)).hosts[host.name]
     sources = load_smoke_sources(["imports"], default_smoke_dir())
     smoke = ops.smoke_op(inventory_host, bench.site_packages, prepared, sources, 600, ["imports"])
-    suite_dir = host.state_dir_on_disk / "bench-smoke"
-    suite_dir.mkdir(parents=True, exist_ok=True)
-    for suite in smoke.args["suites"]:
-        (suite_dir / f"{suite['name']}.py").write_text(suite["source"])
-    for name, source in smoke.args["support"].items():
-        (suite_dir / name).write_text(source)
+    script = plant_suite(bench, 1, smoke.args)
     suite_input = smoke.args["suites"][0]["input"]
-    script = f"{host.state_dir}/bench-smoke/imports.py"
     imports = "; ".join(f"import {m}" for m in prepared.modules)
     floor_cmd = f"{bench.python} -c {shlex.quote(imports)}"
     suites, floors, loads = [], [], []

@@ -249,13 +249,9 @@ def run_ssh(bench: BenchHosts, index: int, command: str) -> ToolRun:
     return ToolRun(timed.wall_s, 0, timed.cpu_s, timed.load_1m)
 
 
-def run_smoke_floor(
-    bench: BenchHosts, count: int, suite_input: dict, script: str | None = None
-) -> ToolRun:
+def run_smoke_floor(bench: BenchHosts, count: int, suite_input: dict, script: str) -> ToolRun:
     """The `imports` suite alone: on each host at once, one plain `ssh` (connect + one exec)
-    runs the suite ``script`` (default: the one the agent left in state_dir/smoke) with the
-    same input."""
-    script = script or f"{bench.hosts[0].state_dir}/smoke/imports.py"
+    runs the suite ``script`` (planted by scenario_gates.plant_suite) with the same input."""
     procs = []
     load_1m = os.getloadavg()[0]
     started = time.monotonic()

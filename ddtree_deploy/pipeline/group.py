@@ -24,7 +24,13 @@ from ddtree_deploy.errors import TransportError
 from ddtree_deploy.events import Stage
 from ddtree_deploy.inventory.models import RestartGroup
 from ddtree_deploy.pipeline.context import HostRun
-from ddtree_deploy.pipeline.push import PUSH_REQUESTS, Changes, begin_push, report_suites
+from ddtree_deploy.pipeline.push import (
+    PUSH_REQUESTS,
+    Changes,
+    begin_push,
+    coalesce,
+    report_suites,
+)
 from ddtree_deploy.pipeline.push_gate import PushGate
 from ddtree_deploy.pipeline.push_rollback import finish_rollback
 from ddtree_deploy.pipeline.push_steps import PushOptions, PushSteps
@@ -107,7 +113,7 @@ def _begin(
 
 def _phase_1(changes: Changes) -> HostResult | None:
     """backup .. reference on one member; how it ended when a request failed."""
-    for request in PHASE_1:
+    for request in coalesce(changes.push, PHASE_1):
         if (ended := changes.send(request)) is not None:
             return ended
     return None

@@ -86,14 +86,15 @@ def roll_back_push(
 def roll_back_lost(
     push: PushSteps,
     exc: TransportError,
-    stage: Stage,
+    stage: str,
     restarted: bool,
     gate: PushGate | None = None,
     traffic: Traffic | None = None,
 ) -> HostResult:
-    """The connection broke mid-request at `stage`: try once to restore the backup over a
-    fresh connection, then `finish_rollback` as for a failed request (a connection lost at
-    verify or canary restarted the old server: its baseline is confirmed too)."""
+    """The connection broke mid-request at `stage` ("backup..compile" for a joined request):
+    try once to restore the backup over a fresh connection, then `finish_rollback` as for a
+    failed request (a connection lost at verify or canary restarted the old server: its
+    baseline is confirmed too)."""
     push.run.transport.close()
     result = _restore(push, restarted, f"{stage}: {exc}")
     if result.outcome != Outcome.ROLLED_BACK:

@@ -33,6 +33,9 @@ COMMIT = ["journal:committed", "lock_release", "prune"]
 ROLLBACK = ["restore", "journal:rolled_back", "lock_release"]
 ROLLBACK_RESTART = ["restore", "journal:rolled_back", "restart", "health", "lock_release"]
 UNLOCK = ["lock_release"]
+# with no serving gate, backup goes with install and restart with commit (push.coalesce)
+BACKUP_INSTALL = BACKUP + INSTALL
+RESTART_COMMIT = RESTART + COMMIT
 
 
 @cache
@@ -54,11 +57,11 @@ def test_push_requests_follow_stage_order():
     assert len(stages) == len(set(stages))
 
 
-def test_push_sends_one_request_per_row_and_reports_every_stage():
+def test_push_joins_requests_without_a_gate_and_reports_every_stage():
     s = scene()
     result = push(s)
     assert result.outcome == Outcome.OK and result.message == "deployed"
-    assert s.fake.sent == [PREFLIGHT, BACKUP, INSTALL, SMOKE, RESTART, COMMIT]
+    assert s.fake.sent == [PREFLIGHT, BACKUP_INSTALL, SMOKE, RESTART_COMMIT]
     assert s.stages("ok") == [
         "preflight", "backup", "journal", "install", "compile", "smoke",
         "restart", "health", "verify", "commit", "unlock", "prune",
@@ -66,7 +69,7 @@ def test_push_sends_one_request_per_row_and_reports_every_stage():
     assert result.version_now == "ddtree@1.0.0" and result.deploy_id
     # every suite the patchset names runs (before review 3, those without a source were dropped)
     assert [x["suite"] for x in result.details["suites"]] == [*prepared().suites, "server"]
-    assert s.transport.stats.execs == 6 and s.transport.stats.connects == 1
+    assert s.transport.stats.execs == 4 and s.transport.stats.connects == 1
 
 
 @pytest.mark.parametrize(
@@ -80,7 +83,7 @@ def test_push_without_restart_skips_it_and_verify(opts, service, why):
     s = scene(make_host(service) if service else None)
     result = push(s, opts=opts)
     assert result.outcome == Outcome.OK
-    assert s.fake.sent == [PREFLIGHT, BACKUP, INSTALL, SMOKE, COMMIT]
+    assert s.fake.sent == [PREFLIGHT, BACKUP_INSTALL, SMOKE, COMMIT]  # nothing to join commit to
     assert "restart skip" in s.stages() and "verify" not in s.stages("ok")
     assert [e.message for e in s.events if e.event == "skip"] == [why]
 
@@ -203,12 +206,12 @@ def test_connection_lost_in_preflight_releases_the_lock_it_may_have_taken():
 @pytest.mark.parametrize(
     "at, sent, rollback",
     [
-        ("backup", [BACKUP], ROLLBACK),
-        ("journal:installing", [BACKUP], ROLLBACK),
-        ("install", [BACKUP, INSTALL], ROLLBACK),
-        ("smoke", [BACKUP, INSTALL, SMOKE], ROLLBACK),
-        ("restart", [BACKUP, INSTALL, SMOKE, RESTART], ROLLBACK_RESTART),
-        ("journal:committed", [BACKUP, INSTALL, SMOKE, RESTART, COMMIT], ROLLBACK_RESTART),
+        ("backup", [BACKUP_INSTALL], ROLLBACK),
+        ("journal:installing", [BACKUP_INSTALL], ROLLBACK),
+        ("install", [BACKUP_INSTALL], ROLLBACK),
+        ("smoke", [BACKUP_INSTALL, SMOKE], ROLLBACK),
+        ("restart", [BACKUP_INSTALL, SMOKE, RESTART_COMMIT], ROLLBACK_RESTART),
+        ("journal:committed", [BACKUP_INSTALL, SMOKE, RESTART_COMMIT], ROLLBACK_RESTART),
     ],
 )
 def test_connection_lost_mid_push_rolls_back_over_a_fresh_connection(at, sent, rollback):
@@ -225,7 +228,10 @@ def test_connection_lost_and_rollback_impossible_needs_attention():
     s = scene(install=LOST, restore=LOST)
     result = push(s)
     assert result.outcome == Outcome.NEEDS_ATTENTION
-    assert result.message.startswith("connection lost during install and rollback impossible")
+    # the request that was lost carried backup to compile: the message names that span
+    assert result.message.startswith(
+        "connection lost during backup..compile and rollback impossible"
+    )
     assert "ddtree-deploy recover -H h1" in result.message
     assert s.stages()[-2:] == ["rollback start", "rollback fail"]
 
@@ -235,7 +241,7 @@ def test_backup_failure_leaves_site_packages_untouched_and_unlocks():
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
     assert result.message == "OSError: [Errno 28] No space left on device; site-packages untouched"
-    assert s.fake.sent == [PREFLIGHT, BACKUP, UNLOCK]
+    assert s.fake.sent == [PREFLIGHT, BACKUP_INSTALL, UNLOCK]  # install never ran
     assert s.stages() == [
         "preflight start",
         "preflight ok",
@@ -252,50 +258,50 @@ def test_backup_failure_leaves_site_packages_untouched_and_unlocks():
         (
             {"install": "install_failed"},
             "install",
-            [INSTALL],
+            [BACKUP_INSTALL],
             ROLLBACK,
             "install failed: spec_info",
         ),
-        ({"compile": "compile_failed"}, "compile", [INSTALL], ROLLBACK, "compile failed: py_comp"),
+        ({"compile": "compile_failed"}, "compile", [BACKUP_INSTALL], ROLLBACK, "compile failed: py_comp"),
         (
             {"smoke": "smoke_failed"},
             "smoke",
-            [INSTALL, SMOKE],
+            [BACKUP_INSTALL, SMOKE],
             ROLLBACK,
             "smoke failed: imports: import: sglang.srt.speculative.ddtree_utils: ImportError",
         ),
         (
             {"restart": "restart_failed"},
             "restart",
-            [INSTALL, SMOKE, RESTART],
+            [BACKUP_INSTALL, SMOKE, RESTART_COMMIT],
             ROLLBACK_RESTART,
             "restart failed: start exited 1",
         ),
         (
             {"health": "unhealthy"},
             "health",
-            [INSTALL, SMOKE, RESTART],
+            [BACKUP_INSTALL, SMOKE, RESTART_COMMIT],
             ROLLBACK_RESTART,
             "health failed: the service exited while starting",
         ),
         (
             {"smoke": [None, "verify_failed"]},
             "verify",
-            [INSTALL, SMOKE, RESTART],
+            [BACKUP_INSTALL, SMOKE, RESTART_COMMIT],
             ROLLBACK_RESTART,
             "smoke failed: server: lossless_sequential: prompt 3/8: first difference at token",
         ),
         (
             {"journal:committed": "commit_failed"},
             "commit",
-            [INSTALL, SMOKE, RESTART, COMMIT],
+            [BACKUP_INSTALL, SMOKE, RESTART_COMMIT],
             ROLLBACK_RESTART,
             "journal failed: PermissionError",
         ),
         (
             {"prune": "prune_failed"},
             "prune",
-            [INSTALL, SMOKE, RESTART, COMMIT],
+            [BACKUP_INSTALL, SMOKE, RESTART_COMMIT],
             ROLLBACK_RESTART,
             "prune failed: PermissionError",
         ),
@@ -306,7 +312,7 @@ def test_failed_gate_rolls_back(script, failed_stage, sent, rollback, said):
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
     assert result.message.startswith(said) and result.message.endswith("; rolled back")
-    assert s.fake.sent == [PREFLIGHT, BACKUP, *sent, rollback]
+    assert s.fake.sent == [PREFLIGHT, *sent, rollback]
     assert f"{failed_stage} fail" in s.stages()
     assert s.stages()[-4:] == ["rollback start", "rollback ok", "unlock start", "unlock ok"]
     assert result.details["failure"]["op"] == next(iter(script)).split(":")[0]
@@ -321,11 +327,20 @@ def test_failed_smoke_keeps_every_suite_for_reports():
 
 
 def test_busy_agent_mid_push_rolls_back():
-    s = scene(install=BUSY)
+    s = scene(smoke=BUSY)
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
     assert result.message == "failed: another agent is still working; rolled back"
     assert "failure" not in result.details
+
+
+def test_busy_agent_refusing_backup_and_install_leaves_them_untouched():
+    # the joined request was refused whole: nothing of it ran, so nothing is restored
+    s = scene(install=BUSY)
+    result = push(s)
+    assert result.outcome == Outcome.ROLLED_BACK
+    assert result.message == "another agent is still working; site-packages untouched"
+    assert s.fake.sent == [PREFLIGHT, BACKUP_INSTALL, UNLOCK]
 
 
 @pytest.mark.parametrize(
@@ -361,7 +376,7 @@ def test_lost_in_backup_and_no_backup_made_says_untouched():
     s = scene(backup=LOST, restore="no_backup")
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
-    assert result.message.startswith("backup: h1: connection lost: EOF during backup")
+    assert result.message.startswith("backup..compile: h1: connection lost: EOF during backup")
     assert result.message.endswith("; no backup was made, site-packages untouched")
     assert s.fake.sent[-1] == UNLOCK and s.stages()[-2:] == ["unlock start", "unlock ok"]
 
@@ -378,7 +393,7 @@ def test_lossless_push_records_a_reference_before_the_restart():
     result = push(s, "1.1.0")
     assert result.outcome == Outcome.OK
     # the reference is recorded beside the suites (one request), still its own stage
-    assert s.fake.sent[3:] == [SMOKE, RESTART, COMMIT]
+    assert s.fake.sent[2:] == [SMOKE, RESTART_COMMIT]
     assert "reference ok" in s.stages()
     assert any(i.startswith("preflight: serve flags: /etc/sglang/serve.env") for i in s.infos())
 

@@ -10,6 +10,7 @@ from ddtree_deploy.transport import AgentExit
 from tests.pipeline.fakehost import NOT_STARTED, RELAY_LOST, make_host, scene
 from tests.pipeline.test_push_logic import (
     BACKUP,
+    COMMIT,
     INSTALL,
     PREFLIGHT,
     RESTART,
@@ -66,7 +67,7 @@ def test_the_containers_agent_lost_at_restart_rolls_back_like_a_lost_link():
     s = scene(container_host(), restart=RELAY_LOST)
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
-    assert s.fake.sent == [PREFLIGHT, BACKUP, INSTALL, SMOKE, RESTART, ROLLBACK_RESTART]
+    assert s.fake.sent == [PREFLIGHT, BACKUP + INSTALL, SMOKE, RESTART + COMMIT, ROLLBACK_RESTART]
     assert "container 'sglang'" in result.message
 
 
