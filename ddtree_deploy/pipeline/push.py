@@ -264,7 +264,9 @@ class Changes:
             answered = self.answered.pop(steps[0][0], None)
             response = run.call(steps, judged=_GATE_STAGES, answered=answered)
         except TransportError as exc:
-            where = f"{steps[0][0]}..{steps[-1][0]}" if request.is_joined else steps[0][0]
+            where = (
+                "/".join(dict.fromkeys(s for s, _ in steps)) if request.is_joined else steps[0][0]
+            )
             return roll_back_lost(push, exc, where, self.restarted, self.gate, self.traffic)
         gate = self.gate
         if gate is not None and response.ok and (why := _judge(gate, request, response)):

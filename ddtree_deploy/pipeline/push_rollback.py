@@ -91,7 +91,7 @@ def roll_back_lost(
     gate: PushGate | None = None,
     traffic: Traffic | None = None,
 ) -> HostResult:
-    """The connection broke mid-request at `stage` ("backup..compile" for a joined request):
+    """The connection broke mid-request at `stage` ("backup/journal/install/compile": a joined one):
     try once to restore the backup over a fresh connection, then `finish_rollback` as for a
     failed request (a connection lost at verify or canary restarted the old server: its
     baseline is confirmed too)."""

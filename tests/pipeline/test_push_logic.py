@@ -228,9 +228,9 @@ def test_connection_lost_and_rollback_impossible_needs_attention():
     s = scene(install=LOST, restore=LOST)
     result = push(s)
     assert result.outcome == Outcome.NEEDS_ATTENTION
-    # the request that was lost carried backup to compile: the message names that span
+    # the request that was lost carried backup to compile: the message names every stage
     assert result.message.startswith(
-        "connection lost during backup..compile and rollback impossible"
+        "connection lost during backup/journal/install/compile and rollback impossible"
     )
     assert "ddtree-deploy recover -H h1" in result.message
     assert s.stages()[-2:] == ["rollback start", "rollback fail"]
@@ -262,7 +262,13 @@ def test_backup_failure_leaves_site_packages_untouched_and_unlocks():
             ROLLBACK,
             "install failed: spec_info",
         ),
-        ({"compile": "compile_failed"}, "compile", [BACKUP_INSTALL], ROLLBACK, "compile failed: py_comp"),
+        (
+            {"compile": "compile_failed"},
+            "compile",
+            [BACKUP_INSTALL],
+            ROLLBACK,
+            "compile failed: py_comp",
+        ),
         (
             {"smoke": "smoke_failed"},
             "smoke",
@@ -376,7 +382,9 @@ def test_lost_in_backup_and_no_backup_made_says_untouched():
     s = scene(backup=LOST, restore="no_backup")
     result = push(s)
     assert result.outcome == Outcome.ROLLED_BACK
-    assert result.message.startswith("backup..compile: h1: connection lost: EOF during backup")
+    assert result.message.startswith(
+        "backup/journal/install/compile: h1: connection lost: EOF during backup"
+    )
     assert result.message.endswith("; no backup was made, site-packages untouched")
     assert s.fake.sent[-1] == UNLOCK and s.stages()[-2:] == ["unlock start", "unlock ok"]
 
