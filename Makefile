@@ -53,7 +53,7 @@ lint:  ## ruff, the layering check (python -m ddtree_deploy.devtools.deps) and m
 clean: demo-down
 	rm -rf $(SANDBOX) .pytest_cache
 
-bench: install  ## interleaved benchmarks vs the floor/Ansible/pyinfra/Fabric at 0/25/100 ms, 1-64 hosts, controller-only 1-1000 hosts, import gate, time to a verified server on real sglang (root, ~50 min): docs/benchmarks.md
+bench: install  ## interleaved benchmarks vs the floor/Ansible/pyinfra/Fabric at 0/25/100 ms, 1-64 hosts, controller-only 1-1000 hosts, import gate, time to a verified server on real sglang (root, ~30-45 min): docs/benchmarks.md
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	[ -x $(PYINFRA_VENV)/bin/python ] || $(PYTHON) -m venv $(PYINFRA_VENV)
 	$(PYINFRA_VENV)/bin/pip install -q -r bench/requirements-pyinfra.txt

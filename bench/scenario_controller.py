@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import time
 from argparse import Namespace
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from ddtree_push import RECORD_ENV
 from harness import BenchHosts, log, machine_cpu_s, own_cpu_s
 from pyinfra_peer import PYINFRA, pyinfra_bin, run_pyinfra
 from standin_sshd import (
+    STANDIN,
     all_cpus,
     cpu_list,
     pin_process,
@@ -91,6 +94,18 @@ def _unpin(pids: list[int]) -> None:
     os.sched_setaffinity(0, cores)
 
 
+def _wait_replays_gone(limit_s: float = 120.0) -> None:
+    """Wait until no stand-in session of an earlier run is still ending: 1,000 sessions
+    take seconds to wind down on the host core, and a run started meanwhile (the 1-host
+    one after the 1,000) timed their teardown (4.2 s against 0.5 s)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if not subprocess.run(["pgrep", "-f", str(STANDIN)], capture_output=True).stdout:
+            return
+        time.sleep(0.2)
+    log(f"B-ctl: stand-in sessions still running after {limit_s:.0f} s")
+
+
 def standin_runs(
     bench: BenchHosts,
     patchsets: Path,
@@ -124,6 +139,7 @@ def standin_runs(
         for i in range(runs):
             for n in sizes:
                 extra = ["--parallel", str(min(n, PARALLEL))]
+                _wait_replays_gone()
                 machine_s, own_s = machine_cpu_s(), own_cpu_s()
                 run = run_ddtree(bench, inventories[n], patchsets, extra=extra)
                 rest_s = machine_cpu_s() - machine_s - (own_cpu_s() - own_s) - run.cpu_s

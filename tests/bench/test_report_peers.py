@@ -47,6 +47,7 @@ def standin_row(n: int, cpu_per_host: float, wall_ratio: float) -> dict:
     return {
         "wall": summarise([wall_ratio]),
         "cpu_per_host": summarise([cpu_per_host]),
+        "rest_cpu_per_host": summarise([0.04]),  # the stand-in's sshd and replay per host
         "ratio_to_first": ratio(wall_ratio, wall_ratio, wall_ratio),
         "parallel": min(n, 64),
         "load_1m": [1.0],
@@ -95,6 +96,10 @@ def test_controller_targets_from_pinned_cpu_and_standin_wall():
     assert got[CPU_T] == "met" and got[WALL_T] == "met"  # 0.9/0.04 = 22.5
     got = verdicts({"B_ctl": b_ctl(ansible_cpu=0.5, wall_256=4.5)})
     assert got[CPU_T] == "missed" and got[WALL_T] == "missed"
+    # the miss says which side's CPU bounds it: 256 x 0.012 s controller, 256 x 0.04 s hosts
+    (why,) = [r.why for r in peer_rows({"B_ctl": b_ctl(wall_256=4.5)}) if r.verdict == "missed"]
+    assert "controller's core needs 3.1 s" in why and "10.2 s on 1 host core(s)" in why
+    assert "4.0 s allowed" in why
 
 
 def test_controller_tables_label_the_standin_and_show_marginal_cpu():

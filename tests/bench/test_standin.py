@@ -71,6 +71,7 @@ def test_standin_config_listens_on_loopback_and_forces_the_replay(tmp_path):
     text = render_standin_config(StandinFiles(tmp_path), [2201, 2202], "/py -S /s.py /f.json")
     assert "ListenAddress 127.0.0.1:2201\nListenAddress 127.0.0.1:2202\n" in text
     assert "ForceCommand /py -S /s.py /f.json\n" in text
+    assert f"SetEnv HOME={tmp_path}\n" in text  # root's ~/.bashrc (pyenv init) not read
     assert "PasswordAuthentication no" in text and "PubkeyAuthentication yes" in text
 
 
