@@ -111,11 +111,11 @@ def profile_every_thread() -> list[cProfile.Profile]:
 
 def main() -> NoReturn:
     """The console script's run plus the hook. Nothing is imported before the CLI but what
-    the console script's own stub imports (os, sys, gc): __main__.main turns the collector
-    off for the CLI's imports and cli.main defers `invoke`, both copied below; the CLI opens
-    its first connections before it loads the pipeline (fleet/ahead.py); modules the bench
-    loaded ahead of it would change both. tests/bench/test_push_entry.py holds the copy to
-    the console script's steps."""
+    the console script's own stub imports (os, sys): __main__.load_cli (called here too)
+    turns the collector off for the CLI's imports, cli.main defers `invoke` (done below),
+    and the CLI opens its first connections before it loads the pipeline (fleet/ahead.py);
+    modules the bench loaded ahead of it would change both. tests/bench/test_push_entry.py
+    holds the state to the console script's."""
     stats_path, cli_args = Path(sys.argv[1]), sys.argv[2:]
     profile_path = os.environ.get(PROFILE_ENV)
     profiles = profile_every_thread() if profile_path else []
@@ -134,16 +134,10 @@ def main() -> NoReturn:
     # cli.main): the CLI imported with the collector paused, what it made frozen, then the
     # `invoke` stand-in. A bench that skipped them timed a slower start than users get
     # (0.15 s more at launch, and GC passes over the frozen objects in a fleet run).
-    import gc
+    from ddtree_deploy.__main__ import load_cli
 
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        from ddtree_deploy.cli import app, leave
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.enable()
+    cli = load_cli()
+    app, leave = cli.app, cli.leave
     from ddtree_deploy.lazy import defer_invoke
 
     defer_invoke()

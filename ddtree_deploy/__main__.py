@@ -5,12 +5,13 @@ package (a library caller, a test run) leaves the interpreter as it was.
 """
 
 import gc
+import types
 import typing
 
 
-def main() -> typing.NoReturn:
-    """Import the CLI with the garbage collector paused, freeze what the import made, then
-    run it (cli.main, which ends the process with the command's exit status).
+def load_cli() -> types.ModuleType:
+    """Import the CLI with the garbage collector paused, freeze what the import made; return
+    the `ddtree_deploy.cli` module (bench/ddtree_push.py starts the same way).
 
     Why: start-up allocates a few hundred thousand objects (Typer, Rich, pydantic models)
     and frees almost none, so the collections they would trigger are pure cost; `gc.freeze()`
@@ -21,11 +22,18 @@ def main() -> typing.NoReturn:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        from ddtree_deploy.cli import main as run_cli
+        import ddtree_deploy.cli as cli
     finally:
         if collecting:
             gc.freeze()
             gc.enable()
+    return cli
+
+
+def main() -> typing.NoReturn:
+    """Run the CLI loaded by `load_cli` (cli.main, which ends the process with the command's
+    exit status)."""
+    run_cli: typing.Callable[[], typing.NoReturn] = load_cli().main
     run_cli()
 
 
